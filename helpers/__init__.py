@@ -1,0 +1,27 @@
+"""Transformers from Scratch: the reference implementation behind the notebooks.
+
+Each module holds the finished version of one concept, built step by step in a notebook:
+
+==================  ==========================================  ========
+module              what it holds                               notebook
+==================  ==========================================  ========
+``attention``       scaled dot-product and multi-head attention  01, 03
+``positional``      sinusoidal positional encoding               02
+``layers``          LayerNorm, feed-forward, encoder/decoder     04, 05, 07
+``masks``           look-ahead and padding masks                 06
+``model``           the whole encoder-decoder Transformer        08
+``decoding``        greedy decoding, KV cache and beam search    10
+``interop``         conversion to PyTorch's own modules          05, 07, 08
+``utils``           seeding and device choice                    all
+``plotting``        figures (draw only, no model code)           all
+``exercises``       ``check`` and ``solution`` for exercises     01-07
+==================  ==========================================  ========
+
+Letters used in shape comments everywhere:
+``B`` batch, ``L`` sequence length (``Lq`` queries, ``Lk`` keys, ``S`` source, ``T`` target),
+``h`` number of heads, ``d_k`` size of one head, ``d_model`` model width, ``V`` vocabulary size.
+
+Nothing heavy runs at import time.
+"""
+
+__version__ = "0.1.0"

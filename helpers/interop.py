@@ -1,0 +1,114 @@
+"""The exit ramp: convert our modules into PyTorch's own, with the same weights (notebooks 05-08).
+
+PyTorch's boolean attention masks mean **True = blocked**, the opposite of this course's
+convention; :func:`torch_attn_mask` and :func:`torch_key_padding_mask` convert.
+"""
+
+import torch
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm
+
+
+def _mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
+    bias = ours.w_q.bias is not None
+    theirs = nn.MultiheadAttention(ours.d_model, ours.num_heads, dropout=ours.dropout.p,
+                                   bias=bias, batch_first=True)
+    with torch.no_grad():
+        # torch keeps W_Q, W_K and W_V stacked in one (3 d_model, d_model) matrix
+        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+        theirs.out_proj.weight.copy_(ours.w_o.weight)
+        if bias:
+            theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+            theirs.out_proj.bias.copy_(ours.w_o.bias)
+    return theirs
+
+
+def _layer_norm(ours: LayerNorm) -> nn.LayerNorm:
+    theirs = nn.LayerNorm(ours.weight.shape[0], eps=ours.eps)
+    theirs.load_state_dict(ours.state_dict())
+    return theirs
+
+
+def _copy_common(ours, theirs):
+    """Copy the feed-forward network and the norms shared by encoder and decoder layers."""
+    theirs.linear1.load_state_dict(ours.feed_forward.linear1.state_dict())
+    theirs.linear2.load_state_dict(ours.feed_forward.linear2.state_dict())
+    for name in ("norm1", "norm2", "norm3"):
+        if hasattr(theirs, name):
+            getattr(theirs, name).load_state_dict(getattr(ours, name).state_dict())
+    theirs.self_attn = _mha(ours.self_attn)
+
+
+def _layer_sizes(ours):
+    return dict(d_model=ours.self_attn.d_model, nhead=ours.self_attn.num_heads,
+                dim_feedforward=ours.feed_forward.linear1.out_features,
+                dropout=ours.dropout1.p, activation="relu", layer_norm_eps=ours.norm1.eps,
+                batch_first=True, norm_first=ours.norm_first)
+
+
+def _encoder_layer(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
+    theirs = nn.TransformerEncoderLayer(**_layer_sizes(ours))
+    _copy_common(ours, theirs)
+    return theirs
+
+
+def _decoder_layer(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
+    theirs = nn.TransformerDecoderLayer(**_layer_sizes(ours))
+    _copy_common(ours, theirs)
+    theirs.multihead_attn = _mha(ours.cross_attn)
+    return theirs
+
+
+def _stack(ours, stack_cls, convert_layer, **kwargs):
+    theirs = stack_cls(convert_layer(ours.layers[0]), len(ours.layers),
+                       norm=None if ours.norm is None else _layer_norm(ours.norm), **kwargs)
+    theirs.layers = nn.ModuleList(convert_layer(layer) for layer in ours.layers)
+    return theirs
+
+
+def to_torch(module: nn.Module) -> nn.Module:
+    """The ``torch.nn`` module equal to ``module``: same weights, same train/eval mode.
+
+    Supports ``MultiHeadAttention``, ``LayerNorm``, ``EncoderLayer``, ``DecoderLayer``,
+    ``Encoder`` and ``Decoder``. Masks must be converted too (True = blocked in torch.nn).
+    """
+    if isinstance(module, MultiHeadAttention):
+        theirs = _mha(module)
+    elif isinstance(module, LayerNorm):
+        theirs = _layer_norm(module)
+    elif isinstance(module, EncoderLayer):
+        theirs = _encoder_layer(module)
+    elif isinstance(module, DecoderLayer):
+        theirs = _decoder_layer(module)
+    elif isinstance(module, Encoder):
+        # the nested-tensor fast path would return zeros at padded positions: keep it off
+        theirs = _stack(module, nn.TransformerEncoder, _encoder_layer,
+                        enable_nested_tensor=False)
+    elif isinstance(module, Decoder):
+        theirs = _stack(module, nn.TransformerDecoder, _decoder_layer)
+    else:
+        raise TypeError(
+            "to_torch converts MultiHeadAttention, LayerNorm, EncoderLayer, DecoderLayer, "
+            f"Encoder or Decoder, got {type(module).__name__}"
+        )
+    return theirs.to(next(module.parameters()).device).train(module.training)
+
+
+def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int) -> torch.Tensor:
+    """Our mask (True = may attend, broadcastable to ``(B, h, Lq, Lk)``) as torch's ``attn_mask``.
+
+    A 2-D ``(Lq, Lk)`` mask stays 2-D; anything else becomes ``(B * h, Lq, Lk)``, the 3-D form
+    ``nn.MultiheadAttention`` accepts. Either way it is inverted: torch's True means blocked.
+    """
+    if mask.dim() == 2:
+        return ~mask
+    Lq, Lk = mask.shape[-2:]
+    full = mask.expand(batch_size, num_heads, Lq, Lk)  # (B, h, Lq, Lk)
+    return ~full.reshape(batch_size * num_heads, Lq, Lk)  # (B, h, Lq, Lk) -> (B*h, Lq, Lk)
+
+
+def torch_key_padding_mask(mask: torch.Tensor) -> torch.Tensor:
+    """Our padding mask ``(B, 1, 1, L)`` (True = real token) as torch's ``(B, L)`` (True = pad)."""
+    return ~mask[:, 0, 0, :]  # (B, 1, 1, L) -> (B, L)

@@ -1,0 +1,54 @@
+"""Sinusoidal positional encoding, section 3.5 of the paper. Taught in notebook 02.
+
+``PE[p, 2i] = sin(p / base**(2i / d_model))`` and ``PE[p, 2i + 1] = cos(p / base**(2i / d_model))``:
+even columns sine, odd columns cosine, one frequency per pair of columns.
+"""
+
+import torch
+from torch import nn
+
+
+def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The ``(max_len, d_model)`` table of sinusoidal positional encodings."""
+    if d_model < 2 or d_model % 2 != 0:
+        raise ValueError(
+            f"d_model must be a positive even number (sin and cos come in pairs), got {d_model}"
+        )
+    if max_len < 1:
+        raise ValueError(f"max_len must be at least 1, got {max_len}")
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (d_model / 2,): 0, 2, 4, ...
+    angle = position / base ** (two_i / d_model)  # (max_len, d_model / 2)
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)  # even columns
+    pe[:, 1::2] = torch.cos(angle)  # odd columns
+    return pe.float()
+
+
+class PositionalEncoding(nn.Module):
+    """Adds the sinusoidal table to ``(B, L, d_model)`` embeddings, then applies dropout.
+
+    The table is a buffer: it moves with ``.to(device)`` and is saved, but is never trained.
+    """
+
+    def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0,
+                 base: float = 10000.0):
+        super().__init__()
+        self.d_model = d_model
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, base), persistent=False)
+
+    def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """``x (B, L, d_model)``; ``start`` is the position of ``x[:, 0]`` (KV-cache decoding)."""
+        if x.dim() != 3 or x.shape[-1] != self.d_model:
+            raise ValueError(
+                f"PositionalEncoding expects (B, L, d_model={self.d_model}), got {tuple(x.shape)}"
+            )
+        L = x.shape[1]
+        if start + L > self.max_len:
+            raise ValueError(
+                f"sequence length {start + L} is longer than max_len={self.max_len} of the "
+                "positional encoding; build it with a larger max_len"
+            )
+        return self.dropout(x + self.pe[start:start + L])  # slice positions, not features

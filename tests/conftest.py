@@ -1,0 +1,25 @@
+"""Shared test setup: keep Jupyter, IPython and matplotlib out of $HOME, and seed everything."""
+
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_TMP = Path(tempfile.mkdtemp(prefix="tfs-tests-"))
+for var, sub in [("JUPYTER_RUNTIME_DIR", "jupyter-runtime"), ("JUPYTER_DATA_DIR", "jupyter-data"),
+                 ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "matplotlib")]:
+    os.environ.setdefault(var, str(_TMP / sub))
+    Path(os.environ[var]).mkdir(parents=True, exist_ok=True)
+os.environ.setdefault("MPLBACKEND", "Agg")
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
