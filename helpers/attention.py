@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 
-def _check_attention_inputs(query, key, value, mask):
+def check_attention_inputs(query, key, value, mask):
+    """Clear errors for bad shapes or masks, before torch would fail deep inside."""
     if query.dim() < 2 or key.dim() < 2 or value.dim() < 2:
         raise ValueError(
             "attention expects query (..., Lq, d_k), key (..., Lk, d_k) and value (..., Lk, d_v), "
@@ -61,7 +62,7 @@ def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
         output ``(..., Lq, d_v)`` and weights ``(..., Lq, Lk)`` (before dropout, for plotting).
         A query with no allowed key gets output 0 and weights 0, never NaN.
     """
-    _check_attention_inputs(query, key, value, mask)
+    check_attention_inputs(query, key, value, mask)
     d_k = query.shape[-1]
     scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)  # (..., Lq, Lk)
     if mask is not None:
