@@ -86,7 +86,8 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
         src = src[None]  # (S,) -> (1, S)
     _check_src(src, src_mask)
     if src.shape[0] != 1:
-        raise ValueError(f"beam_search decodes one sentence: src must be (1, S), got {tuple(src.shape)}")
+        raise ValueError(
+            f"beam_search decodes one sentence: src must be (1, S), got {tuple(src.shape)}")
     if beam_size < 1 or max_len < 1:
         raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and {max_len}")
 
@@ -108,7 +109,7 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
             # at most n candidates end with EOS, so n + beam_size always leave enough others
             top_sums, top_index = candidates.topk(min(beam_size + n, n * V))
             keep_rows, keep_tokens, keep_sums = [], [], []
-            for rank, (s, i) in enumerate(zip(top_sums.tolist(), top_index.tolist())):
+            for rank, (s, i) in enumerate(zip(top_sums.tolist(), top_index.tolist(), strict=True)):
                 row, token = divmod(i, V)
                 hypothesis = tokens[row, 1:].tolist() + [token]
                 if token == eos_id or step == max_len:
@@ -121,7 +122,8 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
             if not keep_rows or _cannot_improve(finished, keep_sums, beam_size, length_penalty):
                 break
             index = torch.tensor(keep_rows, device=src.device)
-            tokens = torch.cat([tokens[index], torch.tensor(keep_tokens, device=src.device)[:, None]], 1)
+            chosen = torch.tensor(keep_tokens, device=src.device)[:, None]  # (n, 1)
+            tokens = torch.cat([tokens[index], chosen], dim=1)  # (n, t + 1)
             sums = torch.tensor(keep_sums, device=src.device)
             _reorder_cache(cache, index)
     finished.sort(key=lambda pair: pair[1], reverse=True)

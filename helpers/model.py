@@ -90,7 +90,8 @@ class Transformer(nn.Module):
         return self.generator(x)  # (B, T, V)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> torch.Tensor:
-        """Teacher forcing: ``src (B, S)``, ``tgt (B, T)`` (shifted right, BOS first) -> ``(B, T, V)``."""
+        """Teacher forcing: ``src (B, S)`` and ``tgt (B, T)`` (shifted right, BOS first) -> logits
+        ``(B, T, V)``."""
         if src.dim() == 2 and tgt.dim() == 2 and src.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}"

@@ -6,7 +6,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.attention import (
-    MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads,
+    MultiHeadAttention,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
 )
 from helpers.interop import to_torch, torch_attn_mask
 from helpers.masks import causal_mask, padding_mask

@@ -195,7 +195,7 @@ def test_wide_beam_equals_exhaustive_search(length_penalty):
                         length_penalty=length_penalty)
     assert len(found) == count
     assert [t for t, _ in found[:5]] == [t for t, _ in best[:5]]
-    for (_, ours), (_, ref) in zip(found, best):
+    for (_, ours), (_, ref) in zip(found, best, strict=True):
         assert ours == pytest.approx(ref, abs=1e-4)
 
 

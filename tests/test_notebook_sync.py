@@ -29,7 +29,8 @@ def _without_docstrings(node: ast.AST) -> ast.AST:
         body = getattr(child, "body", None)
         if (isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
                 and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
             child.body = body[1:] or [ast.Pass()]
     return node
 
@@ -74,7 +75,7 @@ def marked_cells():
 @pytest.mark.parametrize("path, index, module, source", list(marked_cells()))
 def test_marked_cell_equals_helpers(path, index, module, source):
     module_file = ROOT / "helpers" / f"{module}.py"
-    assert module_file.exists(), f"{path.name} cell {index} names helpers/{module}.py, which does not exist"
+    assert module_file.exists(), f"{path.name} cell {index} names a missing helpers/{module}.py"
     assert definitions(source), f"{path.name} cell {index} is marked but defines nothing"
     problems = differences(source, module_file.read_text())
     assert not problems, f"{path.name} cell {index} vs helpers/{module}.py: " + "; ".join(problems)
@@ -118,7 +119,8 @@ def layer_norm(x, weight, bias, eps=1e-5):
 def test_a_drifted_definition_is_caught(drift):
     original = {"unbiased=True": "unbiased=False",
                 "torch.sqrt(var) + eps": "torch.sqrt(var + eps)",
-                "def layer_norm(x, weight, bias, eps=1e-6)": "def layer_norm(x, weight, bias, eps=1e-5)"}
+                "def layer_norm(x, weight, bias, eps=1e-6)":
+                    "def layer_norm(x, weight, bias, eps=1e-5)"}
     cell = "# helpers/layers.py\n" + REFERENCE.replace(original[drift], drift)
     assert cell != "# helpers/layers.py\n" + REFERENCE
     assert differences(cell, REFERENCE) == ["layer_norm: differs from the helpers module"]
