@@ -12,11 +12,17 @@ for var, sub in [("JUPYTER_RUNTIME_DIR", "jupyter-runtime"), ("JUPYTER_DATA_DIR"
     os.environ.setdefault(var, str(_TMP / sub))
     Path(os.environ[var]).mkdir(parents=True, exist_ok=True)
 os.environ.setdefault("MPLBACKEND", "Agg")
+# Two pytest workers share two cores: one thread each (kernels started by nbval inherit this).
+# Tiny tensors are much slower when every op wakes a thread pool on a busy machine.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
+
+
+torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
 @pytest.fixture(autouse=True)

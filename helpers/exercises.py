@@ -1,0 +1,999 @@
+"""Exercise checkers for the notebooks: ``check(name, fn)`` and ``solution(name)``.
+
+In a notebook::
+
+    from helpers.exercises import check, solution
+
+    def my_causal_mask(size):
+        raise NotImplementedError  # your code here
+
+    check("causal_mask", my_causal_mask)   # prints one message, returns True or False
+    solution("causal_mask")                # prints the reference code
+
+How ``check`` works:
+
+1. Your function runs on a few seeded cases (random inputs of several shapes, plus edge cases such
+   as a fully masked row, length 1 or ``d_model = 2``) and is compared with the reference.
+2. If it differs, every known buggy variant of that exercise runs on the same cases: the classic
+   Transformer bugs of the course's pitfall list (ids A1-A5 attention, P1-P5 positional encoding,
+   N1-N5 LayerNorm, H1-H2 heads, M1-M4 masks, as in the notebooks' "Common pitfalls" sections),
+   plus a few others. When your output matches one, ``check`` prints its hint, e.g. ``[N2]``.
+3. Otherwise it tells you the first thing that differs (type, shape, dtype, NaN, or the first wrong
+   value and the largest difference).
+
+``check`` never raises for a wrong answer: an exception inside your function, a wrong type, shape or
+dtype, or NaN are all reported as a failure. An untouched stub (it returns ``None`` or raises
+``NotImplementedError``) reports "not attempted yet", so a notebook still runs top to bottom.
+``print`` calls inside your function are silenced during the check; call it directly to debug.
+
+An unknown exercise name is a typo in the notebook, not a wrong answer: ``check`` and ``solution``
+both raise ``ValueError`` listing the known names.
+
+Everything printed is deterministic (seeded inputs, no addresses, no timings), so notebooks that
+call ``check`` can be compared by nbval. The global random state is left untouched.
+
+To add an exercise: write its reference (or import it from ``helpers``), its buggy variants and a
+case builder, then add an :class:`Exercise` to ``EXERCISES``. ``tests/test_exercises.py`` picks it
+up automatically.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import io
+import math
+import re
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .attention import merge_heads, scaled_dot_product_attention, split_heads
+from .layers import FeedForward, layer_norm
+from .masks import causal_mask, padding_mask
+from .positional import PositionalEncoding, sinusoidal_encoding
+
+__all__ = ["check", "solution", "EXERCISES", "Exercise", "Pitfall", "Case"]
+
+PASS, FAIL, TODO, HINT = "✅", "❌", "⏳", "💡"
+
+
+# ----------------------------------------------------------------------------------------------
+# The registry's building blocks
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """One call of the learner's function: a short label and the arguments."""
+
+    label: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def run(self, fn: Callable) -> Any:
+        """Call ``fn`` on fresh copies of the inputs, so in-place edits cannot leak out."""
+        return fn(*_clone(self.args), **_clone(self.kwargs))
+
+    def describe(self) -> str:
+        """The label, plus the shapes of the tensor inputs (other inputs are in the label)."""
+        shapes = [str(tuple(a.shape)) for a in self.args if torch.is_tensor(a)]
+        return f"{self.label}; input shapes {', '.join(shapes)}" if shapes else self.label
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    """A known mistake: its pitfall id such as "N2" (None for a bug outside the course's list),
+    the buggy code with the learner's signature, and the hint ``check`` prints on a match."""
+
+    id: str | None
+    name: str
+    variant: Callable
+    hint: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """Everything ``check`` and ``solution`` need for one exercise."""
+
+    reference: Callable  # the right answer, with the learner's signature
+    make_cases: Callable[[torch.Generator], list]  # seeded generator -> list of Case
+    pitfalls: tuple  # Pitfall, ..., tried in order: the first one that matches gives the hint
+    sources: tuple  # functions whose source solution() prints
+    outputs: tuple = ("output",)  # names of the returned tensors; more than one means a tuple
+    atol: float = 1e-5
+    rtol: float = 1e-4
+
+    def cases(self) -> list:
+        """The test cases, the same on every call (a private generator, seed 0)."""
+        return self.make_cases(torch.Generator().manual_seed(0))
+
+
+# ----------------------------------------------------------------------------------------------
+# References that helpers/ has no function for (shown by solution())
+# ----------------------------------------------------------------------------------------------
+
+def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Softmax over the keys (last axis) where ``mask`` is True; a row with no allowed key -> 0.
+
+    The same steps as inside ``scaled_dot_product_attention`` in helpers/attention.py.
+    """
+    # The most negative finite number, not -inf: a fully masked row then gives a finite
+    # (uniform) softmax instead of 0/0 = NaN, and the last line turns it into zeros.
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (..., Lq, Lk)
+    weights = scores.softmax(dim=-1)  # each query's weights over the keys sum to 1
+    return weights.masked_fill(~mask, 0.0)  # rows with no allowed key become all 0
+
+
+def add_positional_encoding(x: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
+    """``x (B, L, d_model)`` plus the first L rows of the ``(max_len, d_model)`` table ``pe``."""
+    L = x.shape[1]
+    return x + pe[:L]  # slice positions (rows), not features; (L, d_model) broadcasts over B
+
+
+def pe_rotation(k: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """The ``(d_model, d_model)`` matrix M with ``PE[p + k] == M @ PE[p]`` for every position p.
+
+    Columns ``(2i, 2i+1)`` of PE hold ``(sin(p w_i), cos(p w_i))``, ``w_i = base**(-2i/d_model)``.
+    The angle-addition formulas give, for each pair, a 2x2 rotation that does not depend on p:
+    ``sin(a + b) = sin a cos b + cos a sin b`` and ``cos(a + b) = cos a cos b - sin a sin b``.
+    """
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(d_model // 2):
+        angle = k / base ** (2 * i / d_model)  # k * w_i
+        c, s = math.cos(angle), math.sin(angle)
+        M[2 * i: 2 * i + 2, 2 * i: 2 * i + 2] = torch.tensor([[c, s],  # new sin
+                                                              [-s, c]])  # new cos
+    return M.float()
+
+
+def feed_forward(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
+                 b2: torch.Tensor) -> torch.Tensor:
+    """Position-wise feed-forward network, equation (2): ``max(0, x W1 + b1) W2 + b2``.
+
+    Shapes: ``x (..., d_model)``, ``w1 (d_model, d_ff)``, ``w2 (d_ff, d_model)``. The module
+    ``FeedForward`` in helpers/layers.py does the same with ``nn.Linear``, which stores each
+    weight transposed, ``(out, in)``, and computes ``x @ W.T + b``.
+    """
+    hidden = torch.relu(x @ w1 + b1)  # (..., d_ff): the same two layers act on every position
+    return hidden @ w2 + b2  # (..., d_model)
+
+
+# ----------------------------------------------------------------------------------------------
+# Buggy variants (the course's pitfall list), each with the learner's signature
+# ----------------------------------------------------------------------------------------------
+
+# Masked softmax: scores (..., Lq, Lk), bool mask broadcastable to it, True = may attend.
+
+def _softmax_then_zero(scores, mask):
+    """A2: softmax first, masked weights set to 0 afterwards: rows no longer sum to 1."""
+    return scores.softmax(dim=-1).masked_fill(~mask, 0.0)
+
+
+def _softmax_then_minus_inf(scores, mask):
+    """A2: softmax first, masked weights set to -inf afterwards."""
+    return scores.softmax(dim=-1).masked_fill(~mask, float("-inf"))
+
+
+def _softmax_inverted_mask(scores, mask):
+    """A3: True treated as "blocked"."""
+    return masked_softmax(scores, ~mask)
+
+
+def _softmax_over_queries(scores, mask):
+    """A4: ``softmax(dim=-2)`` normalises each key's column over the queries."""
+    scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    return scores.softmax(dim=-2).masked_fill(~mask, 0.0)
+
+
+def _softmax_nan_rows(scores, mask):
+    """A5: fill with -inf: a fully masked row is softmax(-inf, ..., -inf) = 0/0 = NaN."""
+    return scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+
+
+def _softmax_uniform_rows(scores, mask):
+    """A5: a large negative fill but no zeroing: a fully masked row gets weights 1/Lk."""
+    return scores.masked_fill(~mask, -1e9).softmax(dim=-1)
+
+
+def _attention_with(softmax_fn, scale=math.sqrt):
+    """Build attention from a (maybe buggy) masked softmax and a (maybe buggy) scale of d_k."""
+
+    def attention(q, k, v, mask=None):
+        scores = q @ k.transpose(-2, -1) / scale(q.shape[-1])  # (..., Lq, Lk)
+        if mask is None:
+            mask = torch.ones((), dtype=torch.bool)  # a scalar True: nothing is masked
+        weights = softmax_fn(scores, mask)
+        return weights @ v, weights
+
+    return attention
+
+
+def _attention_inverted_mask(q, k, v, mask=None):
+    """A3: the mask used with True = blocked."""
+    return scaled_dot_product_attention(q, k, v, None if mask is None else ~mask)
+
+
+# Sinusoidal positional encoding.
+
+def _two_i(d_model):
+    return torch.arange(0, d_model, 2, dtype=torch.float64)  # 0, 2, 4, ...: even column indices
+
+
+def _angles(max_len, d_model, base, two_i):
+    position = torch.arange(max_len, dtype=torch.float64)[:, None]  # (max_len, 1)
+    return position / base ** (two_i / d_model)  # (max_len, d_model / 2)
+
+
+def _interleave(even, odd):
+    pe = torch.zeros(even.shape[0], 2 * even.shape[1], dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = even, odd
+    return pe.float()
+
+
+def _pe_doubled_exponent(max_len, d_model, base=10000.0):
+    """P1: the loop index already steps 0, 2, 4, ... and is doubled again in the exponent."""
+    angle = _angles(max_len, d_model, base, 2 * _two_i(d_model))
+    return _interleave(torch.sin(angle), torch.cos(angle))
+
+
+def _pe_halves(max_len, d_model, base=10000.0):
+    """P2: sines in the first half of the columns, cosines in the second half."""
+    angle = _angles(max_len, d_model, base, _two_i(d_model))
+    return torch.cat([torch.sin(angle), torch.cos(angle)], dim=1).float()
+
+
+def _pe_frequency_off_by_one(max_len, d_model, base=10000.0):
+    """P3: ``k = dimension // 2 + 1``: every frequency shifted by one pair, column 0 != sin(p)."""
+    angle = _angles(max_len, d_model, base, _two_i(d_model) + 2)
+    return _interleave(torch.sin(angle), torch.cos(angle))
+
+
+def _pe_sin_cos_swapped(max_len, d_model, base=10000.0):
+    """P5: cosines on the even columns, sines on the odd ones."""
+    angle = _angles(max_len, d_model, base, _two_i(d_model))
+    return _interleave(torch.cos(angle), torch.sin(angle))
+
+
+def _add_pe_slicing_features(x, pe):
+    """P4: the table is cut along the features instead of the positions."""
+    return x + pe[:, :x.shape[1]]
+
+
+def _add_pe_without_slicing(x, pe):
+    """The whole (max_len, d_model) table added to a shorter sequence."""
+    return x + pe
+
+
+def _rotation_by_minus_k(k, d_model, base=10000.0):
+    """Each 2x2 block transposed, ``[[cos, -sin], [sin, cos]]``: a rotation by -k."""
+    return pe_rotation(k, d_model, base).T
+
+
+def _rotation_on_halves(k, d_model, base=10000.0):
+    """P2: column i paired with column i + d_model/2, as if sines filled the first half."""
+    half = d_model // 2
+    M = torch.zeros(d_model, d_model, dtype=torch.float64)
+    for i in range(half):
+        angle = k / base ** (2 * i / d_model)
+        c, s = math.cos(angle), math.sin(angle)
+        M[i, i], M[i, i + half] = c, s
+        M[i + half, i], M[i + half, i + half] = -s, c
+    return M.float()
+
+
+# Heads.
+
+def _split_view_d_k_h(x, num_heads):
+    """H1: ``view(B, L, d_k, h)``: the right shape only when d_k == h, and then the same values."""
+    B, L, d_model = x.shape
+    return x.view(B, L, d_model // num_heads, num_heads).transpose(1, 2)  # (B, d_k, L, h)
+
+
+def _split_strided(x, num_heads):
+    """H1: ``view(B, L, d_k, h)`` with heads moved forward: head i gets features i, i+h, ..."""
+    B, L, d_model = x.shape
+    return x.view(B, L, d_model // num_heads, num_heads).permute(0, 3, 1, 2)  # (B, h, L, d_k)
+
+
+def _split_view_straight(x, num_heads):
+    """H1: ``view(B, h, L, d_k)`` with no transpose: the right shape, tokens and heads mixed."""
+    B, L, d_model = x.shape
+    return x.view(B, num_heads, L, d_model // num_heads)
+
+
+def _split_missing_transpose(x, num_heads):
+    """``view(B, L, h, d_k)`` and no transpose: returns (B, L, h, d_k)."""
+    B, L, d_model = x.shape
+    return x.view(B, L, num_heads, d_model // num_heads)
+
+
+def _merge_without_transpose(x):
+    """H2: (B, h, L, d_k) reshaped straight to (B, L, h * d_k), scrambling tokens and heads."""
+    B, h, L, d_k = x.shape
+    return x.reshape(B, L, h * d_k)
+
+
+def _merge_view_after_transpose(x):
+    """``transpose`` then ``view``: view needs contiguous memory, so this raises."""
+    B, h, L, d_k = x.shape
+    return x.transpose(1, 2).view(B, L, h * d_k)
+
+
+# LayerNorm.
+
+def _ln_unbiased(x, weight, bias, eps=1e-5):
+    """N1: unbiased variance (divides by d - 1); nn.LayerNorm divides by d."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def _ln_eps_outside(x, weight, bias, eps=1e-5):
+    """N2: ``(x - mean) / (std + eps)``."""
+    mean = x.mean(dim=-1, keepdim=True)
+    std = x.std(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / (std + eps) * weight + bias
+
+
+def _ln_no_eps(x, weight, bias, eps=1e-5):
+    """N2: no epsilon at all: a constant vector gives 0/0 = NaN."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var) * weight + bias
+
+
+def _ln_unbiased_std_plus_eps(x, weight, bias, eps=1e-5):
+    """N2 (and N1): ``(x - mean) / (x.std() + eps)``, a common tutorial version."""
+    mean = x.mean(dim=-1, keepdim=True)
+    return (x - mean) / (x.std(dim=-1, keepdim=True) + eps) * weight + bias
+
+
+def _ln_scalar_gain_bias(x, weight, bias, eps=1e-5):
+    """N3: one gain and one bias for all features."""
+    return layer_norm(x, weight.mean(), bias.mean(), eps)
+
+
+def _ln_over(dim):
+    """N4: statistics over ``dim`` (None: over every element) instead of the feature axis."""
+
+    def layer_norm_over(x, weight, bias, eps=1e-5):
+        if dim is None:
+            mean, var = x.mean(), x.var(unbiased=False)
+        else:
+            mean = x.mean(dim=dim, keepdim=True)
+            var = x.var(dim=dim, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+    return layer_norm_over
+
+
+def _ln_eps_subtracted(x, weight, bias, eps=1e-5):
+    """N5: epsilon subtracted under the root."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var - eps) * weight + bias
+
+
+def _ln_bias_under_root(x, weight, bias, eps=1e-5):
+    """N5: the bias (beta) put under the root in place of epsilon, and not added afterwards."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + bias) * weight
+
+
+# Feed-forward.
+
+def _ff_no_relu(x, w1, b1, w2, b2):
+    """No ReLU: two linear layers collapse into one linear map."""
+    return (x @ w1 + b1) @ w2 + b2
+
+
+def _ff_relu_at_the_end(x, w1, b1, w2, b2):
+    """A ReLU after the second layer too: outputs can no longer be negative."""
+    return torch.relu(feed_forward(x, w1, b1, w2, b2))
+
+
+def _ff_transposed_weights(x, w1, b1, w2, b2):
+    """Weights used transposed (the nn.Linear habit ``x @ W.T``)."""
+    return torch.relu(x @ w1.T + b1) @ w2.T + b2
+
+
+# Masks.
+
+def _causal_triu(size):
+    """M1: ``triu``: the future allowed, the past blocked."""
+    return torch.ones(size, size, dtype=torch.bool).triu()
+
+
+def _causal_blocked_convention(size):
+    """M1: ``triu(diagonal=1)``, the True = blocked mask of nn.Transformer."""
+    return torch.ones(size, size, dtype=torch.bool).triu(diagonal=1)
+
+
+def _causal_without_diagonal(size):
+    """M2: ``tril(diagonal=-1)``: a token may not attend to itself."""
+    return torch.ones(size, size, dtype=torch.bool).tril(diagonal=-1)
+
+
+def _causal_float(size):
+    """The right pattern as a float tensor of 1s and 0s."""
+    return torch.ones(size, size).tril()
+
+
+def _padding_on_queries(tokens, pad_id):
+    """M3: (B, 1, L, 1): hides padded queries (rows) but not padded keys (columns)."""
+    return (tokens != pad_id)[:, None, :, None]
+
+
+def _padding_without_axes(tokens, pad_id):
+    """M3: (B, L) without the singleton axes: does not broadcast to (B, h, Lq, Lk) correctly."""
+    return tokens != pad_id
+
+
+def _padding_inverted(tokens, pad_id):
+    """M4: ``tokens == pad_id`` marks the padding as True."""
+    return (tokens == pad_id)[:, None, None, :]
+
+
+# ----------------------------------------------------------------------------------------------
+# Test cases (seeded; edge cases chosen so that each buggy variant shows)
+# ----------------------------------------------------------------------------------------------
+
+def _randn(g, *shape):
+    return torch.randn(*shape, generator=g)
+
+
+def _random_mask(g, *shape):
+    """Random bool mask, True = may attend, with at least one allowed key in every row."""
+    mask = torch.rand(*shape, generator=g) < 0.6
+    mask[..., -1] = False  # something is masked in every row, so masking bugs show
+    mask[..., 0] |= ~mask.any(dim=-1)
+    return mask
+
+
+def _mask_with_blocked_row(g, B, Lq, Lk, row):
+    """A random mask where query ``row`` of the first batch may attend to no key at all."""
+    mask = _random_mask(g, B, Lq, Lk)
+    mask[0, row] = False
+    return mask
+
+
+def _attention_cases(g):
+    return [
+        Case("no mask", (_randn(g, 2, 3, 8), _randn(g, 2, 4, 8), _randn(g, 2, 4, 5))),
+        Case("a random mask", (_randn(g, 2, 4, 6), _randn(g, 2, 5, 6), _randn(g, 2, 5, 6),
+                               _random_mask(g, 2, 4, 5))),
+        Case("4-D (B, h, L, d_k) inputs with a causal mask",
+             (_randn(g, 2, 3, 4, 8), _randn(g, 2, 3, 4, 8), _randn(g, 2, 3, 4, 8),
+              causal_mask(4))),
+        Case("a fully masked row", (_randn(g, 1, 3, 4), _randn(g, 1, 4, 4), _randn(g, 1, 4, 2),
+                                    _mask_with_blocked_row(g, 1, 3, 4, row=1))),
+        Case("length 1", (_randn(g, 1, 1, 2), _randn(g, 1, 1, 2), _randn(g, 1, 1, 3),
+                          torch.ones(1, 1, 1, dtype=torch.bool))),
+    ]
+
+
+def _masked_softmax_cases(g):
+    key_padding = torch.tensor([True, True, True, True, False, True]).view(2, 1, 1, 3)
+    return [
+        Case("a random mask", (2 * _randn(g, 2, 3, 5), _random_mask(g, 2, 3, 5))),
+        Case("a causal mask broadcast over (B, h)", (2 * _randn(g, 2, 2, 4, 4), causal_mask(4))),
+        Case("a (B, 1, 1, L) padding mask", (2 * _randn(g, 2, 2, 3, 3), key_padding)),
+        Case("a fully masked row", (2 * _randn(g, 1, 3, 4),
+                                    _mask_with_blocked_row(g, 1, 3, 4, row=1))),
+        Case("length 1", (_randn(g, 1, 1, 1), torch.ones(1, 1, 1, dtype=torch.bool))),
+    ]
+
+
+def _sinusoidal_cases(g):
+    return [
+        Case("max_len=10, d_model=8", (10, 8)),
+        Case("max_len=50, d_model=16", (50, 16)),
+        Case("base=100", (6, 4), {"base": 100.0}),
+        Case("max_len=1, d_model=2", (1, 2)),
+    ]
+
+
+def _add_pe_cases(g):
+    return [
+        Case("L=5 < max_len=12", (_randn(g, 2, 5, 8), sinusoidal_encoding(12, 8))),
+        Case("L = max_len", (_randn(g, 1, 3, 4), sinusoidal_encoding(3, 4))),
+        Case("length 1", (_randn(g, 2, 1, 4), sinusoidal_encoding(6, 4))),
+        Case("L = d_model", (_randn(g, 2, 8, 8), sinusoidal_encoding(16, 8))),
+    ]
+
+
+def _pe_rotation_cases(g):
+    return [
+        Case("k=1, d_model=4", (1, 4)),
+        Case("k=3, d_model=8", (3, 8)),
+        Case("k=5, d_model=16, base=100", (5, 16), {"base": 100.0}),
+        Case("k=0 (the identity)", (0, 6)),
+        Case("d_model=2", (2, 2)),
+    ]
+
+
+def _split_cases(g):
+    return [
+        Case("d_model=24, h=4 (d_k=6 != h)", (_randn(g, 2, 5, 24), 4)),
+        Case("d_model=16, h=4 (d_k = h)", (_randn(g, 2, 3, 16), 4)),
+        Case("length 1", (_randn(g, 1, 1, 8), 2)),
+        Case("one head", (_randn(g, 2, 4, 6), 1)),
+    ]
+
+
+def _merge_cases(g):
+    return [
+        Case("h=4, d_k=6", (_randn(g, 2, 4, 5, 6),)),
+        Case("h = d_k = 4", (_randn(g, 2, 4, 3, 4),)),
+        Case("length 1", (_randn(g, 1, 2, 1, 3),)),
+        Case("one head", (_randn(g, 2, 1, 4, 8),)),
+    ]
+
+
+def _layer_norm_cases(g):
+    def gain_and_bias(d):  # not constant, so a scalar gain or bias shows
+        return 1 + 0.5 * _randn(g, d), 0.5 * _randn(g, d)
+
+    return [
+        Case("random (2, 3, 6)", (1 + 3 * _randn(g, 2, 3, 6), *gain_and_bias(6))),
+        Case("eps=0.1, small inputs", (0.3 * _randn(g, 2, 4, 5), *gain_and_bias(5)),
+             {"eps": 0.1}),
+        Case("d_model=2", (2 * _randn(g, 3, 2), *gain_and_bias(2))),
+        Case("length 1", (_randn(g, 1, 1, 8), *gain_and_bias(8))),
+        Case("constant features (variance 0)", (torch.full((1, 2, 4), 3.0), *gain_and_bias(4))),
+    ]
+
+
+def _feed_forward_cases(g):
+    def weights(d_model, d_ff):
+        return (_randn(g, d_model, d_ff), _randn(g, d_ff), _randn(g, d_ff, d_model),
+                _randn(g, d_model))
+
+    return [
+        Case("d_model=4, d_ff=8", (_randn(g, 2, 3, 4), *weights(4, 8))),
+        Case("d_ff = d_model = 5", (_randn(g, 2, 2, 5), *weights(5, 5))),
+        Case("length 1", (_randn(g, 1, 1, 3), *weights(3, 6))),
+    ]
+
+
+def _causal_cases(g):
+    return [Case(f"size {n}", (n,)) for n in (5, 1, 2, 8)]
+
+
+def _padding_cases(g):
+    return [
+        Case("pad_id=0", (torch.tensor([[5, 3, 8, 0, 0], [2, 7, 1, 4, 6]]), 0)),
+        Case("pad_id=1", (torch.tensor([[4, 9, 1, 1], [7, 2, 5, 1], [3, 1, 1, 1]]), 1)),
+        Case("length 1", (torch.tensor([[7]]), 0)),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------
+# The registry
+# ----------------------------------------------------------------------------------------------
+
+_HINT_A1 = ("divide by the square root of the key dimension of one head: "
+            "scores = q @ k^T / sqrt(d_k), with d_k = q.shape[-1].")
+_HINT_A2 = ("mask the scores before softmax (masked_fill on the scores), so each row still "
+            "sums to 1.")
+_HINT_A3 = ("in this course True means may attend (the F.scaled_dot_product_attention "
+            "convention): fill the scores where the mask is False.")
+_HINT_A4 = "each query's weights over the keys must sum to 1: softmax over the last axis (dim=-1)."
+_HINT_A5_NAN = ("what happens when a whole row is masked? softmax of a row of -inf is 0/0 = NaN; "
+                "fill with torch.finfo(dtype).min and set such rows to 0.")
+_HINT_A5_UNIFORM = ("what happens when a whole row is masked? Every key gets the same score, so "
+                    "softmax spreads 1/Lk over keys it must not see: set such rows to 0.")
+_HINT_H1 = ("did you split as view(B, L, h, d_k) and then transpose(1, 2)? Each head needs a "
+            "contiguous block of d_k features.")
+
+_ATTENTION_SOFTMAX_PITFALLS = (  # (id, name, masked softmax variant, hint), shared by two exercises
+    ("A2", "mask after softmax (zeros)", _softmax_then_zero, _HINT_A2),
+    ("A2", "mask after softmax (-inf)", _softmax_then_minus_inf, _HINT_A2),
+    ("A4", "softmax over the queries", _softmax_over_queries, _HINT_A4),
+    ("A5", "NaN for a fully masked row", _softmax_nan_rows, _HINT_A5_NAN),
+    ("A5", "uniform weights for a fully masked row", _softmax_uniform_rows, _HINT_A5_UNIFORM),
+)
+
+EXERCISES: dict[str, Exercise] = {
+    "scaled_dot_product_attention": Exercise(
+        reference=scaled_dot_product_attention,
+        make_cases=_attention_cases,
+        outputs=("out", "weights"),
+        sources=(scaled_dot_product_attention,),
+        pitfalls=(
+            Pitfall("A1", "no scaling", _attention_with(masked_softmax, lambda d_k: 1.0),
+                    _HINT_A1),
+            Pitfall("A1", "divided by d_k", _attention_with(masked_softmax, lambda d_k: d_k),
+                    _HINT_A1),
+            Pitfall("A3", "inverted mask", _attention_inverted_mask, _HINT_A3),
+            *(Pitfall(pid, name, _attention_with(fn), hint)
+              for pid, name, fn, hint in _ATTENTION_SOFTMAX_PITFALLS),
+        ),
+    ),
+    "masked_softmax": Exercise(
+        reference=masked_softmax,
+        make_cases=_masked_softmax_cases,
+        sources=(masked_softmax,),
+        pitfalls=(
+            Pitfall("A3", "inverted mask", _softmax_inverted_mask, _HINT_A3),
+            *(Pitfall(*entry) for entry in _ATTENTION_SOFTMAX_PITFALLS),
+        ),
+    ),
+    "sinusoidal_encoding": Exercise(
+        reference=sinusoidal_encoding,
+        make_cases=_sinusoidal_cases,
+        sources=(sinusoidal_encoding,),
+        atol=1e-4,
+        pitfalls=(
+            Pitfall("P1", "doubled exponent", _pe_doubled_exponent,
+                    "the exponent is 2i/d_model where 2i is the even column index (0, 2, 4, ...): "
+                    "do not double it again."),
+            Pitfall("P2", "halves instead of interleaved", _pe_halves,
+                    "even columns sin, odd columns cos (interleaved, not two halves)."),
+            Pitfall("P3", "first frequency off by one", _pe_frequency_off_by_one,
+                    "column 0 should be sin(position): the first pair has frequency 1."),
+            Pitfall("P5", "sin and cos swapped", _pe_sin_cos_swapped,
+                    "PE[0] should be 0, 1, 0, 1, ...: sin on even columns, cos on odd ones."),
+        ),
+    ),
+    "add_positional_encoding": Exercise(
+        reference=add_positional_encoding,
+        make_cases=_add_pe_cases,
+        sources=(add_positional_encoding, PositionalEncoding.forward),
+        pitfalls=(
+            Pitfall("P4", "sliced on the feature axis", _add_pe_slicing_features,
+                    "slice positions, not features: pe[:L] keeps the first L rows (positions)."),
+            Pitfall(None, "table not sliced", _add_pe_without_slicing,
+                    "the table has max_len rows but the sequence has only L positions: "
+                    "add pe[:L]."),
+        ),
+    ),
+    "pe_rotation": Exercise(
+        reference=pe_rotation,
+        make_cases=_pe_rotation_cases,
+        sources=(pe_rotation,),
+        atol=1e-4,
+        pitfalls=(
+            Pitfall(None, "rotation by -k", _rotation_by_minus_k,
+                    "your matrix rotates by -k (it gives PE[p - k]): check the signs, "
+                    "sin(a + b) = sin a cos b + cos a sin b."),
+            Pitfall("P2", "blocks on the two halves", _rotation_on_halves,
+                    "PE interleaves its columns (even columns sin, odd columns cos), so each 2x2 "
+                    "block couples columns 2i and 2i+1."),
+        ),
+    ),
+    "split_heads": Exercise(
+        reference=split_heads,
+        make_cases=_split_cases,
+        sources=(split_heads,),
+        pitfalls=(
+            Pitfall("H1", "view(B, L, d_k, h)", _split_view_d_k_h, _HINT_H1),
+            Pitfall("H1", "view(B, L, d_k, h), heads moved forward", _split_strided, _HINT_H1),
+            Pitfall("H1", "view(B, h, L, d_k) without transpose", _split_view_straight, _HINT_H1),
+            Pitfall(None, "missing transpose", _split_missing_transpose,
+                    "after view(B, L, h, d_k), swap the L and h axes with transpose(1, 2) "
+                    "to get (B, h, L, d_k)."),
+        ),
+    ),
+    "merge_heads": Exercise(
+        reference=merge_heads,
+        make_cases=_merge_cases,
+        sources=(merge_heads,),
+        pitfalls=(
+            Pitfall("H2", "reshape without transposing back", _merge_without_transpose,
+                    "transpose heads back next to d_k before reshaping: "
+                    "(B, h, L, d_k) -> (B, L, h, d_k) -> (B, L, h * d_k)."),
+            Pitfall(None, "view after transpose", _merge_view_after_transpose,
+                    "after transpose the memory is no longer in order, so view fails: "
+                    "use .reshape(...) or .contiguous().view(...)."),
+        ),
+    ),
+    "layer_norm": Exercise(
+        reference=layer_norm,
+        make_cases=_layer_norm_cases,
+        sources=(layer_norm,),
+        pitfalls=(
+            Pitfall("N1", "unbiased variance", _ln_unbiased,
+                    "use the biased variance (divide by d, not d-1), as nn.LayerNorm does: "
+                    "x.var(dim=-1, unbiased=False)."),
+            Pitfall("N2", "eps outside the square root", _ln_eps_outside,
+                    "is your epsilon inside the square root? (x - mean) / sqrt(var + eps)."),
+            Pitfall("N2", "no epsilon", _ln_no_eps,
+                    "is your epsilon inside the square root? (x - mean) / sqrt(var + eps); "
+                    "without it a vector of equal values gives 0/0 = NaN."),
+            Pitfall("N2", "x.std() + eps", _ln_unbiased_std_plus_eps,
+                    "is your epsilon inside the square root? (x - mean) / sqrt(var + eps), and "
+                    "x.std() is unbiased: use the biased variance (divide by d, not d-1)."),
+            Pitfall("N3", "scalar gain and bias", _ln_scalar_gain_bias,
+                    "gain and bias have one value per feature: multiply by weight and add bias "
+                    "elementwise."),
+            Pitfall("N4", "statistics over the sequence", _ln_over(-2),
+                    "normalise each token's vector over its d_model features (dim=-1)."),
+            Pitfall("N4", "statistics over the batch", _ln_over(0),
+                    "normalise each token's vector over its d_model features (dim=-1)."),
+            Pitfall("N4", "statistics over everything", _ln_over(None),
+                    "normalise each token's vector over its d_model features (dim=-1)."),
+            Pitfall("N5", "eps subtracted", _ln_eps_subtracted,
+                    "only epsilon goes under the root, and it is added: sqrt(var + eps)."),
+            Pitfall("N5", "bias under the root", _ln_bias_under_root,
+                    "beta is added after normalising; only epsilon goes under the root."),
+        ),
+    ),
+    "feed_forward": Exercise(
+        reference=feed_forward,
+        make_cases=_feed_forward_cases,
+        sources=(feed_forward, FeedForward.forward),
+        pitfalls=(
+            Pitfall(None, "no ReLU", _ff_no_relu,
+                    "apply ReLU between the two layers: relu(x @ w1 + b1) @ w2 + b2 "
+                    "(equation 2 of the paper)."),
+            Pitfall(None, "ReLU after the second layer", _ff_relu_at_the_end,
+                    "the second layer is linear, with no ReLU after it: outputs may be negative."),
+            Pitfall(None, "transposed weights", _ff_transposed_weights,
+                    "check the shapes: w1 is (d_model, d_ff) and w2 is (d_ff, d_model), so use "
+                    "x @ w1 (nn.Linear stores the transpose and computes x @ W.T)."),
+        ),
+    ),
+    "causal_mask": Exercise(
+        reference=causal_mask,
+        make_cases=_causal_cases,
+        sources=(causal_mask,),
+        pitfalls=(
+            Pitfall("M1", "triu instead of tril", _causal_triu,
+                    "position t may see positions 0..t: True on and below the diagonal (tril)."),
+            Pitfall("M1", "True = blocked (triu, diagonal=1)", _causal_blocked_convention,
+                    "position t may see positions 0..t; in this course True means may attend "
+                    "(triu(diagonal=1) is nn.Transformer's True = blocked mask)."),
+            Pitfall("M2", "diagonal excluded", _causal_without_diagonal,
+                    "the diagonal must be allowed: a token may attend to itself."),
+            Pitfall(None, "not a bool tensor", _causal_float,
+                    "return a bool tensor (dtype=torch.bool), True = may attend."),
+        ),
+    ),
+    "padding_mask": Exercise(
+        reference=padding_mask,
+        make_cases=_padding_cases,
+        sources=(padding_mask,),
+        pitfalls=(
+            Pitfall("M3", "padding on the query axis", _padding_on_queries,
+                    "hide the padded keys: shape (B, 1, 1, L)."),
+            Pitfall("M3", "no singleton axes", _padding_without_axes,
+                    "hide the padded keys: shape (B, 1, 1, L), which broadcasts over heads "
+                    "and queries."),
+            Pitfall("M4", "padding polarity", _padding_inverted,
+                    "True means a real token you may attend to: tokens != pad_id."),
+        ),
+    ),
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# Public API
+# ----------------------------------------------------------------------------------------------
+
+def check(name: str, fn: Callable) -> bool:
+    """Run ``fn`` against the reference of exercise ``name``; print one message; True if right.
+
+    Never raises for a wrong answer. Raises ``ValueError`` only for an unknown exercise name.
+    """
+    exercise = _lookup(name)
+    if not callable(fn):
+        print(f"{FAIL} {name}: check expects your function itself, e.g. "
+              f'check("{name}", my_function) without parentheses; got {_describe(fn)}.')
+        return False
+    cases = exercise.cases()
+    try:
+        given = [_call(fn, case) for case in cases]
+    except NotImplementedError:
+        given = None
+    if given is None or all(_is_blank(result) for result in given):
+        print(f"{TODO} {name}: not attempted yet. Write your code in the function, run its "
+              "cell, then run this check again.")
+        return False
+    problems = [_difference(exercise, _call(exercise.reference, case), result)
+                for case, result in zip(cases, given, strict=True)]
+    bad = [i for i, problem in enumerate(problems) if problem is not None]
+    if not bad:
+        tested = "; ".join(case.label for case in cases)
+        print(f"{PASS} {name}: correct on all {len(cases)} test cases ({tested}). Well done!")
+        return True
+    first = bad[0]
+    headline = f"{FAIL} {name}: {problems[first].message} [case: {cases[first].describe()}]"
+    pitfall = _diagnose(exercise, cases, given, first)
+    if pitfall is None:
+        advice = problems[first].advice
+        advice = f'{advice[0].upper()}{advice[1:]}; solution("{name}") shows one answer.'
+    else:
+        tag = f" [{pitfall.id}]" if pitfall.id else ""
+        advice = f"Hint{tag}: {pitfall.hint}"
+    print(f"{headline}\n   {HINT} {advice}")
+    return False
+
+
+def solution(name: str) -> None:
+    """Print the reference code behind exercise ``name``, each piece headed by where it lives.
+
+    Raises ``ValueError`` for an unknown exercise name.
+    """
+    exercise = _lookup(name)
+    blocks = [f"# From {_where(fn)}\n{textwrap.dedent(inspect.getsource(fn)).rstrip()}"
+              for fn in exercise.sources]
+    print("\n\n".join(blocks))
+
+
+# ----------------------------------------------------------------------------------------------
+# Machinery
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Raised:
+    """What a call raised, kept so that a raising learner can still be matched to a variant."""
+
+    error: Exception
+
+    def describe(self) -> str:
+        lines = str(self.error).strip().splitlines()
+        message = _no_addresses(lines[0]) if lines else ""
+        if len(message) > 150:
+            message = message[:147] + "..."
+        return f"{type(self.error).__name__}: {message}" if message else type(self.error).__name__
+
+
+def _lookup(name: str) -> Exercise:
+    if name not in EXERCISES:
+        known = ", ".join(sorted(EXERCISES))
+        raise ValueError(f"unknown exercise {name!r}; known exercises: {known}")
+    return EXERCISES[name]
+
+
+def _call(fn: Callable, case: Case) -> Any:
+    """Run ``fn`` on ``case`` quietly; an exception becomes a :class:`_Raised` (except
+    ``NotImplementedError``, which marks an untouched stub and propagates)."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        try:
+            return case.run(fn)
+        except NotImplementedError:
+            raise
+        except Exception as error:  # a wrong answer, not a crash of the checker
+            return _Raised(error)
+
+
+def _clone(obj: Any) -> Any:
+    if torch.is_tensor(obj):
+        return obj.clone()
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_clone(item) for item in obj)
+    if isinstance(obj, dict):
+        return {key: _clone(value) for key, value in obj.items()}
+    return obj
+
+
+def _is_blank(result: Any) -> bool:
+    """A stub's answer: None, or a tuple of Nones such as ``(None, None)``."""
+    if isinstance(result, (tuple, list)):
+        return len(result) > 0 and all(item is None for item in result)
+    return result is None
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None (is a `return` missing?)"
+    if torch.is_tensor(value):
+        return f"a tensor of shape {tuple(value.shape)}"
+    if isinstance(value, (tuple, list)):
+        return f"a {type(value).__name__} of length {len(value)}"
+    return f"a {type(value).__name__}"
+
+
+def _no_addresses(text: str) -> str:
+    return re.sub(r"0x[0-9a-fA-F]+", "0x...", text)
+
+
+def _fmt(value: float | bool) -> str:
+    return str(value) if isinstance(value, bool) else f"{value:.4g}"
+
+
+@dataclass(frozen=True)
+class _Problem:
+    """What differs first, in one phrase, and what to try when no known pitfall matches."""
+
+    message: str
+    advice: str = "compare your code with the equation step by step"
+
+
+def _difference(exercise: Exercise, expected: Any, given: Any) -> _Problem | None:
+    """None when ``given`` matches ``expected``, else the first thing that differs."""
+    if isinstance(given, _Raised):
+        return _Problem(f"your function raised {given.describe()}",
+                        "run it on a small input to see the whole error")
+    names = exercise.outputs
+    if len(names) == 1:
+        return _tensor_difference(expected, given, "", exercise)
+    if not isinstance(given, (tuple, list)) or len(given) != len(names):
+        return _Problem(f"expected a tuple ({', '.join(names)}), got {_describe(given)}",
+                        f"end with return {', '.join(names)}")
+    for label, exp, got in zip(names, expected, given, strict=True):
+        problem = _tensor_difference(exp, got, f" for {label}", exercise)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _tensor_difference(expected: torch.Tensor, got: Any, where: str,
+                       exercise: Exercise) -> _Problem | None:
+    if not torch.is_tensor(got):
+        return _Problem(f"expected a torch.Tensor{where}, got {_describe(got)}",
+                        "return a tensor, built with torch operations")
+    got = got.detach().cpu()
+    if got.shape != expected.shape:
+        return _Problem(f"expected shape {tuple(expected.shape)}{where}, got {tuple(got.shape)}",
+                        "print the shape after each step and compare it with the expected one")
+    if got.dtype != expected.dtype:
+        return _Problem(f"expected dtype {expected.dtype}{where}, got {got.dtype}",
+                        f"return a {expected.dtype} tensor, for example with .to({expected.dtype})")
+    if expected.dtype == torch.bool:
+        wrong = got != expected
+    else:
+        wrong = ~torch.isclose(got, expected, atol=exercise.atol, rtol=exercise.rtol)
+    if not wrong.any():
+        return None
+    index = tuple(int(i) for i in wrong.nonzero()[0])
+    exp_value, got_value = expected[index].item(), got[index].item()
+    if isinstance(got_value, float) and math.isnan(got_value):
+        return _Problem(f"got NaN{where} at index {index}, expected {_fmt(exp_value)}",
+                        "look for 0/0: a softmax over a row of -inf, or a division by a zero "
+                        "variance")
+    message = (f"wrong value{where} at index {index}: expected {_fmt(exp_value)}, "
+               f"got {_fmt(got_value)}")
+    if expected.dtype != torch.bool:
+        diff = (got.double() - expected.double()).abs()
+        finite = diff[torch.isfinite(diff)]
+        if finite.numel():
+            message += f" (largest difference {_fmt(finite.max().item())})"
+    return _Problem(message)
+
+
+def _same(a: Any, b: Any, exercise: Exercise, same_message: bool = True) -> bool:
+    """Do two outcomes agree? The same exception (type, and message if ``same_message``), or
+    the same shapes and close values (dtype aside, NaN equal to NaN)."""
+    if isinstance(a, _Raised) or isinstance(b, _Raised):
+        return (isinstance(a, _Raised) and isinstance(b, _Raised)
+                and type(a.error) is type(b.error)
+                and (not same_message or str(a.error) == str(b.error)))
+    sequence = (tuple, list)
+    if isinstance(a, sequence) or isinstance(b, sequence):
+        return (isinstance(a, sequence) and isinstance(b, sequence) and len(a) == len(b)
+                and all(_same(x, y, exercise) for x, y in zip(a, b, strict=True)))
+    if not (torch.is_tensor(a) and torch.is_tensor(b)) or a.shape != b.shape:
+        return False
+    a, b = a.detach().cpu().double(), b.detach().cpu().double()
+    return torch.allclose(a, b, atol=exercise.atol, rtol=exercise.rtol, equal_nan=True)
+
+
+def _diagnose(exercise: Exercise, cases: list, given: list, first_bad: int) -> Pitfall | None:
+    """Which known pitfall explains the learner's outputs?
+
+    First choice: a variant that agrees with the learner on every case. There an exception only
+    needs the same type (``x + pe[:, :L]`` and ``pe[:, :L] + x`` word their errors differently),
+    and at least one case must return a value. Second choice: a variant that agrees on the first
+    failing case (an exception must then match word for word). Else None.
+    """
+    outcomes = [[_call(p.variant, case) for case in cases] for p in exercise.pitfalls]
+    some_value = not all(isinstance(g, _Raised) for g in given)
+    for pitfall, theirs in zip(exercise.pitfalls, outcomes, strict=True):
+        if some_value and all(_same(t, g, exercise, same_message=False)
+                              for t, g in zip(theirs, given, strict=True)):
+            return pitfall
+    for pitfall, theirs in zip(exercise.pitfalls, outcomes, strict=True):
+        if _same(theirs[first_bad], given[first_bad], exercise):
+            return pitfall
+    return None
+
+
+def _where(fn: Callable) -> str:
+    """``helpers/attention.py``, plus the qualified name for a method."""
+    path = inspect.getmodule(fn).__name__.replace(".", "/") + ".py"
+    return f"{path} ({fn.__qualname__})" if "." in fn.__qualname__ else path
