@@ -11,7 +11,6 @@ for var, sub in [("JUPYTER_RUNTIME_DIR", "jupyter-runtime"), ("JUPYTER_DATA_DIR"
                  ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "matplotlib")]:
     os.environ.setdefault(var, str(_TMP / sub))
     Path(os.environ[var]).mkdir(parents=True, exist_ok=True)
-os.environ.setdefault("MPLBACKEND", "Agg")
 # Two pytest workers share two cores: one thread each (kernels started by nbval inherit this).
 # Tiny tensors are much slower when every op wakes a thread pool on a busy machine.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
