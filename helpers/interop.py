@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .layers import Decoder, DecoderLayer, Encoder, EncoderLayer, LayerNorm
+from .layers import DecoderLayer, EncoderLayer, LayerNorm
 
 
 def _mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
@@ -68,43 +68,48 @@ def _stack(ours, stack_cls, convert_layer, **kwargs):
     return theirs
 
 
+_CONVERTERS = {
+    "MultiHeadAttention": _mha,
+    "LayerNorm": _layer_norm,
+    "EncoderLayer": _encoder_layer,
+    "DecoderLayer": _decoder_layer,
+    # the nested-tensor fast path would return zeros at padded positions: keep it off
+    "Encoder": lambda ours: _stack(ours, nn.TransformerEncoder, _encoder_layer,
+                                   enable_nested_tensor=False),
+    "Decoder": lambda ours: _stack(ours, nn.TransformerDecoder, _decoder_layer),
+}
+
+
 def to_torch(module: nn.Module) -> nn.Module:
     """The ``torch.nn`` module equal to ``module``: same weights, same train/eval mode.
 
     Supports ``MultiHeadAttention``, ``LayerNorm``, ``EncoderLayer``, ``DecoderLayer``,
-    ``Encoder`` and ``Decoder``. Masks must be converted too (True = blocked in torch.nn).
+    ``Encoder`` and ``Decoder``, from ``helpers`` or redefined in a notebook with the same name
+    and attributes. Masks must be converted too (True = blocked in torch.nn).
     """
-    if isinstance(module, MultiHeadAttention):
-        theirs = _mha(module)
-    elif isinstance(module, LayerNorm):
-        theirs = _layer_norm(module)
-    elif isinstance(module, EncoderLayer):
-        theirs = _encoder_layer(module)
-    elif isinstance(module, DecoderLayer):
-        theirs = _decoder_layer(module)
-    elif isinstance(module, Encoder):
-        # the nested-tensor fast path would return zeros at padded positions: keep it off
-        theirs = _stack(module, nn.TransformerEncoder, _encoder_layer,
-                        enable_nested_tensor=False)
-    elif isinstance(module, Decoder):
-        theirs = _stack(module, nn.TransformerDecoder, _decoder_layer)
-    else:
-        raise TypeError(
-            "to_torch converts MultiHeadAttention, LayerNorm, EncoderLayer, DecoderLayer, "
-            f"Encoder or Decoder, got {type(module).__name__}"
-        )
-    return theirs.to(next(module.parameters()).device).train(module.training)
+    for cls in type(module).__mro__:  # by name, so a notebook's own class converts as well
+        if cls.__name__ in _CONVERTERS and isinstance(module, nn.Module):
+            theirs = _CONVERTERS[cls.__name__](module)
+            return theirs.to(next(module.parameters()).device).train(module.training)
+    raise TypeError(
+        "to_torch converts MultiHeadAttention, LayerNorm, EncoderLayer, DecoderLayer, "
+        f"Encoder or Decoder, got {type(module).__name__}"
+    )
 
 
-def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int) -> torch.Tensor:
+def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int,
+                    query_len: int = None) -> torch.Tensor:
     """Our mask (True = may attend, broadcastable to ``(B, h, Lq, Lk)``) as torch's ``attn_mask``.
 
     A 2-D ``(Lq, Lk)`` mask stays 2-D; anything else becomes ``(B * h, Lq, Lk)``, the 3-D form
     ``nn.MultiheadAttention`` accepts. Either way it is inverted: torch's True means blocked.
+    Give ``query_len`` when the mask has a broadcast query axis, as a padding mask
+    ``(B, 1, 1, Lk)`` has.
     """
+    Lq = mask.shape[-2] if query_len is None else query_len
+    Lk = mask.shape[-1]
     if mask.dim() == 2:
-        return ~mask
-    Lq, Lk = mask.shape[-2:]
+        return ~mask.expand(Lq, Lk)
     full = mask.expand(batch_size, num_heads, Lq, Lk)  # (B, h, Lq, Lk)
     return ~full.reshape(batch_size * num_heads, Lq, Lk)  # (B, h, Lq, Lk) -> (B*h, Lq, Lk)
 

@@ -155,3 +155,28 @@ def test_encoder_padding_invariance():
     padded = torch.cat([x, torch.randn(1, 3, D_MODEL)], dim=1)
     mask = padding_mask(torch.tensor([[1, 1, 1, 1, 0, 0, 0]]), 0)
     assert max_err(enc(x), enc(padded, mask)[:, :4]) <= TOL
+
+
+def test_torch_attn_mask_expands_a_padding_mask_over_queries():
+    from helpers.attention import MultiHeadAttention
+    ours = MultiHeadAttention(D_MODEL, HEADS).eval()
+    theirs = to_torch(ours).eval()
+    q, memory = torch.randn(2, 3, D_MODEL), torch.randn(2, 5, D_MODEL)
+    mask = padding_mask(torch.tensor([[4, 4, 4, 0, 0], [4, 4, 4, 4, 4]]), 0)  # (B, 1, 1, Lk)
+    attn_mask = torch_attn_mask(mask, 2, HEADS, query_len=3)
+    assert attn_mask.shape == (2 * HEADS, 3, 5)
+    ref, _ = theirs(q, memory, memory, attn_mask=attn_mask)
+    assert max_err(ours(q, memory, memory, mask), ref) <= TOL
+
+
+def test_to_torch_accepts_a_class_redefined_with_the_same_name():
+    """A notebook defines its own LayerNorm in the open; the exit ramp still takes it."""
+    class LayerNorm(nn.Module):  # noqa: N801 - same name on purpose
+        def __init__(self):
+            super().__init__()
+            self.eps = 1e-5
+            self.weight = nn.Parameter(torch.randn(6))
+            self.bias = nn.Parameter(torch.randn(6))
+
+    converted = to_torch(LayerNorm())
+    assert isinstance(converted, nn.LayerNorm) and converted.weight.shape == (6,)
