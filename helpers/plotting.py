@@ -13,29 +13,21 @@ import numpy as np
 SATURATION_D_K = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 
-def annotated_weights_heatmap(weights, query_labels, key_labels, mask=None, title=None):
-    """Attention weights ``(Lq, Lk)`` as a heatmap with every number written in its cell.
+def masked_attention_heatmap(weights, mask, x_labels=None, y_labels=None, title=None):
+    """:func:`attention_heatmap` with the blocked cells greyed out and marked "×".
 
-    Rows are queries, columns are keys, colours run from 0 to 1. Where ``mask`` (bool,
-    True = may attend) is False the cell is left grey and shows "×" instead of a number.
+    ``mask`` is bool, broadcastable to the weights ``(Lq, Lk)``, True = may attend.
     """
-    if hasattr(weights, "detach"):
-        weights = weights.detach().cpu().numpy()
-    w = np.asarray(weights, dtype=float)
-    allowed = np.ones(w.shape, bool) if mask is None else np.broadcast_to(np.asarray(mask), w.shape)
-    fig, ax = plt.subplots(figsize=(1.1 * w.shape[1] + 1.8, 0.8 * w.shape[0] + 1.2))
-    ax.set_facecolor("#e6e6e6")  # shows through the blocked cells
-    sns.heatmap(w, mask=~allowed, vmin=0.0, vmax=1.0, cmap="viridis", annot=True, fmt=".2f",
-                square=True, xticklabels=key_labels, yticklabels=query_labels, ax=ax,
-                cbar_kws={"label": "weight"}, annot_kws={"fontsize": 11})
-    for i, j in zip(*np.nonzero(~allowed), strict=True):
-        ax.text(j + 0.5, i + 0.5, "×", ha="center", va="center", fontsize=14, color="dimgrey")
-    ax.set_xlabel("key (attended to)")
-    ax.set_ylabel("query (attending)")
-    ax.tick_params(axis="y", rotation=0)
-    if title:
-        ax.set_title(title)
-    fig.tight_layout()
+    fig = attention_heatmap(weights, x_labels, y_labels, title=title)
+    ax = fig.axes[0]
+    blocked = ~np.broadcast_to(np.asarray(mask, dtype=bool), _to_2d(weights, "weights").shape)
+    for text in list(ax.texts):  # no number in a blocked cell
+        x, y = text.get_position()
+        if blocked[round(y), round(x)]:
+            text.remove()
+    for i, j in zip(*np.nonzero(blocked), strict=True):
+        ax.add_patch(plt.Rectangle((j - 0.5, i - 0.5), 1, 1, color=MASK_COLOURS["blocked"]))
+        ax.text(j, i, "×", ha="center", va="center", fontsize=12, color="dimgrey")
     return fig
 
 
@@ -96,7 +88,7 @@ def softmax_saturation_figure(d_k=64, num_keys=10, seed=0):
     right.set_xticks(data["grid"], [str(n) for n in data["grid"]])
     right.set(ylim=(0, 1.05), xlabel="d_k (log scale)", ylabel="largest weight in a row (mean)",
               title="the unscaled softmax saturates as d_k grows")
-    right.legend(loc="upper left", fontsize=9)
+    right.legend(loc="best", fontsize=9)  # the curves move with num_keys
     fig.tight_layout()
     return fig
 
@@ -995,7 +987,7 @@ def layer_norm_rows_figure(before, after, token_labels=None):
     before, after = _addnorm_array(before), _addnorm_array(after)
     n = before.shape[0]
     token_labels = token_labels or [f"token {i}" for i in range(n)]
-    colours = sns.color_palette("colorblind", n)
+    colours = sns.color_palette("deep", n)
     fig, axes = plt.subplots(1, 2, figsize=(11, 0.55 * n + 1.8), sharey=True)
     jitter = np.random.default_rng(0).uniform(-0.12, 0.12, before.shape)
     for ax, data, title in zip(axes, (before, after), ("before: x", "after: LayerNorm(x)"),
@@ -1045,12 +1037,13 @@ def gradient_norms_figure(norms, title=None):
 
 
 def post_vs_pre_norm_figure(grad_norms, stream_rms):
-    """Left: gradient norm per layer (log scale). Right: size (RMS) of x after each layer.
+    """Left: gradient norm per layer. Right: size (RMS) of x after each layer (both from 0).
 
     Both arguments map "post-norm" / "pre-norm" to one value per layer.
     """
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
-    _per_layer_lines(left, grad_norms, "‖∂loss/∂W₁‖ (log scale)")
+    _per_layer_lines(left, grad_norms, "‖∂loss/∂W₁‖", log=False)
+    left.set_ylim(bottom=0)
     left.set_title("gradient reaching each layer at initialisation")
     _per_layer_lines(right, stream_rms, "RMS of x after the layer", log=False)
     right.set_ylim(bottom=0)
