@@ -1125,3 +1125,82 @@ def training_curves_figure(curves, title=None):
         ax.set_title(title)
     fig.tight_layout()
     return fig
+
+
+# ---- decoder: what one target position may see, and where it looks (notebook 07)
+STEP_COLOURS = ("#e3e3e3", "#b9d3ec", "#2b6cb0")  # blocked, may attend (other rows), row t
+
+
+def _decoder_step_grid(t, self_mask):
+    """The self-attention mask as ints: 0 blocked, 1 allowed in another row, 2 allowed in row t."""
+    grid = self_mask.astype(int)
+    grid[t][self_mask[t]] = 2
+    return grid
+
+
+def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
+    """What decoder position ``t`` works with, in two panels.
+
+    Left: the self-attention mask ``(T, T)`` (bool, True = may attend) with row ``t`` in dark blue,
+    the target positions that position t may see (0..t for a look-ahead mask). Right: the
+    cross-attention weights ``(T, S)`` over the source; row ``t`` is framed and written out, the
+    other rows are faded.
+    """
+    mask = _to_2d(self_mask, "self_mask").astype(bool)
+    weights = _to_2d(cross_weights, "cross_weights").astype(float)
+    T, S = weights.shape
+    if mask.shape != (T, T):
+        raise ValueError(f"self_mask must be (T, T) = ({T}, {T}), got {mask.shape}")
+    if len(tgt_labels) != T or len(src_labels) != S:
+        raise ValueError(f"need {T} target and {S} source labels, got {len(tgt_labels)} "
+                         f"and {len(src_labels)}")
+    if not 0 <= t < T:
+        raise ValueError(f"t must be in 0..{T - 1}, got {t}")
+    fig, (left, right) = plt.subplots(
+        1, 2, figsize=(0.62 * (T + S) + 4.2, 0.55 * T + 2.6), layout="constrained",
+        gridspec_kw={"width_ratios": [T, S + 1.5]})
+    left.imshow(_decoder_step_grid(t, mask), cmap=ListedColormap(STEP_COLOURS), vmin=0, vmax=2,
+                interpolation="nearest")
+    seen = np.flatnonzero(mask[t])
+    visible = "nothing" if seen.size == 0 else ", ".join(str(s) for s in seen)
+    left.set_title(f"self-attention mask: position {t} may see {visible}", fontsize=10)
+    right.imshow(weights, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest")
+    for i in range(T):
+        if i != t:  # fade the other rows
+            right.add_patch(Rectangle((-0.5, i - 0.5), S, 1, facecolor="white", alpha=0.65,
+                                      edgecolor="none"))
+    for j, w in enumerate(weights[t]):
+        right.text(j, t, f"{w:.2f}", ha="center", va="center", fontsize=9,
+                   color="white" if w > 0.6 else "black")
+    right.set_title(f"cross-attention: where position {t} looks in the source", fontsize=10)
+    fig.colorbar(right.images[0], ax=right, label="cross-attention weight", shrink=0.8)
+    for ax, columns, xlabel in ((left, tgt_labels, "target position (key)"),
+                                (right, src_labels, "source token (key, from the memory)")):
+        n = len(columns)
+        ax.set_xticks(range(n), columns, rotation=90 if max(map(len, columns)) > 5 else 0)
+        ax.set_yticks(range(T), [f"{i}: {label}" for i, label in enumerate(tgt_labels)])
+        ax.set_xticks(np.arange(n + 1) - 0.5, minor=True)
+        ax.set_yticks(np.arange(T + 1) - 0.5, minor=True)
+        ax.grid(which="minor", color="white", linewidth=1.5)
+        ax.tick_params(which="minor", length=0)
+        ax.add_patch(Rectangle((-0.5, t - 0.5), n, 1, fill=False, edgecolor="black", lw=2))
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("decoder position (query)")
+    fig.suptitle(f"decoder step t = {t}: the input token at position {t} is "
+                 f"'{tgt_labels[t]}'", fontsize=11)
+    return fig
+
+
+def decoder_loss_curves_figure(curves, title=None):
+    """Training loss per step on a log scale, one line per entry of ``curves`` (label -> losses)."""
+    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
+    for label, losses in curves.items():
+        losses = np.asarray(losses, dtype=float)
+        ax.plot(np.arange(1, len(losses) + 1), losses, label=label, lw=1.5)
+    ax.set_yscale("log")
+    ax.set(xlabel="training step", ylabel="cross-entropy loss (log scale)")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return fig
