@@ -1,12 +1,16 @@
-"""Shared test setup: keep Jupyter, IPython and matplotlib out of $HOME, and seed everything."""
+"""Shared test setup (unit tests and notebooks): keep Jupyter, IPython and matplotlib out of
+$HOME, one thread per pytest worker, and seed everything."""
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parent
 _TMP = Path(tempfile.mkdtemp(prefix="tfs-tests-"))
+atexit.register(shutil.rmtree, _TMP, ignore_errors=True)
 for var, sub in [("JUPYTER_RUNTIME_DIR", "jupyter-runtime"), ("JUPYTER_DATA_DIR", "jupyter-data"),
                  ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "matplotlib")]:
     os.environ.setdefault(var, str(_TMP / sub))
