@@ -24,7 +24,6 @@ if str(ROOT) not in sys.path:
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
