@@ -957,6 +957,388 @@ EXERCISES["residual_sublayer"] = Exercise(
 )
 
 
+# ---- notebook 07: the decoder's input (shift right) and cross-attention
+
+def shift_right(target: torch.Tensor, bos_id: int) -> torch.Tensor:
+    """Teacher forcing's decoder input: BOS, then the target without its last token.
+
+    ``target (B, T)`` token ids -> ``(B, T)``: position t holds target token t - 1 (position 0
+    holds ``bos_id``), so under the look-ahead mask position t sees only the tokens before the
+    one it must predict. The labels stay ``target`` itself (section 3.1: "the output embeddings
+    are offset by one position").
+    """
+    bos = torch.full_like(target[:, :1], bos_id)  # (B, 1), same dtype and device as target
+    return torch.cat([bos, target[:, :-1]], dim=1)  # (B, 1) + (B, T - 1) -> (B, T)
+
+
+def cross_attention(x: torch.Tensor, memory: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
+                    w_v: torch.Tensor, memory_mask=None):
+    """One head of the decoder's cross-attention (section 3.2.3), returning ``(out, weights)``.
+
+    Queries from the decoder, keys and values from the encoder's output (the memory):
+    ``x (B, T, d_model)``, ``memory (B, S, d_model)``, ``w_q``, ``w_k``, ``w_v (d_model, d_k)``,
+    ``memory_mask`` None or bool ``(B, 1, S)``, True for a real source token. Returns ``out
+    (B, T, d_k)`` and ``weights (B, T, S)``: one row per target position over the source.
+    ``DecoderLayer._cross_attention`` in helpers/layers.py does this for every head at once.
+    """
+    q = x @ w_q  # (B, T, d_k): what each target position is looking for
+    k, v = memory @ w_k, memory @ w_v  # (B, S, d_k): what the source offers
+    # No look-ahead mask here: the whole source is known from the start; only padding is hidden.
+    return scaled_dot_product_attention(q, k, v, memory_mask)
+
+
+def _shift_none(target, bos_id):
+    """T1: the target itself as the decoder input: position t sees the token it must predict."""
+    return target.clone()
+
+
+def _shift_left(target, bos_id):
+    """Shifted left: the first token dropped and BOS put at the end."""
+    return torch.cat([target[:, 1:], torch.full_like(target[:, :1], bos_id)], dim=1)
+
+
+def _shift_drops_first(target, bos_id):
+    """BOS in front, but the first target token dropped instead of the last (BOS overwrites y_0)."""
+    return torch.cat([torch.full_like(target[:, :1], bos_id), target[:, 1:]], dim=1)
+
+
+def _shift_keeps_all(target, bos_id):
+    """BOS in front and nothing dropped: the input is one token longer than the labels."""
+    return torch.cat([torch.full_like(target[:, :1], bos_id), target], dim=1)
+
+
+def _shift_roll(target, bos_id):
+    """``torch.roll``: shifted right, but the last token wraps around to position 0."""
+    return torch.roll(target, shifts=1, dims=1)
+
+
+def _cross_swapped(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """Queries from the memory, keys and values from the decoder: the arguments swapped."""
+    return scaled_dot_product_attention(memory @ w_q, x @ w_k, x @ w_v, memory_mask)
+
+
+def _cross_values_from_decoder(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """Keys from the memory but values from the decoder."""
+    return scaled_dot_product_attention(x @ w_q, memory @ w_k, x @ w_v, memory_mask)
+
+
+def _cross_is_self_attention(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """The memory never used: self-attention over the decoder's own positions."""
+    return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+
+
+def _cross_mask_ignored(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """memory_mask never applied: every target position also reads the padded source tokens."""
+    return scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v)
+
+
+def _cross_causal_memory(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """A look-ahead mask on the memory: target position t reads only source tokens 0..t."""
+    T, S = x.shape[1], memory.shape[1]
+    mask = torch.ones(T, S, dtype=torch.bool).tril()  # (T, S)
+    if memory_mask is not None:
+        mask = mask & memory_mask  # (T, S) & (B, 1, S) -> (B, T, S)
+    return scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask)
+
+
+def _cross_inverted_mask(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """A3: the memory mask used with True = blocked."""
+    mask = None if memory_mask is None else ~memory_mask
+    return scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask)
+
+
+def _cross_scaled_by_d_model(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """A1: scores divided by sqrt(d_model), the width of x, instead of sqrt(d_k)."""
+    q, k, v = x @ w_q, memory @ w_k, memory @ w_v
+    scale = math.sqrt(x.shape[-1] / q.shape[-1])  # sdpa divides by sqrt(d_k); make it sqrt(d_model)
+    return scaled_dot_product_attention(q / scale, k, v, memory_mask)
+
+
+def _shift_right_cases(g):
+    return [
+        Case("B=2, T=5, bos_id=1", (torch.randint(3, 12, (2, 5), generator=g), 1)),
+        Case("targets ending in EOS=2 and padding 0, bos_id=1",
+             (torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 2, 0, 0, 0]]), 1)),
+        Case("length 1, bos_id=2", (torch.tensor([[7], [4]]), 2)),
+        Case("B=3, T=4, bos_id=3", (torch.randint(4, 20, (3, 4), generator=g), 3)),
+    ]
+
+
+def _cross_attention_cases(g):
+    def case(label, B, T, S, d_model, d_k, real=None):
+        x, memory = _randn(g, B, T, d_model), _randn(g, B, S, d_model)
+        weights = [_randn(g, d_model, d_k) / math.sqrt(d_model) * 2 for _ in range(3)]
+        mask = None
+        if real is not None:  # real[b] source tokens in sentence b, then padding
+            mask = (torch.arange(S)[None, :] < torch.tensor(real)[:, None])[:, None, :]  # (B, 1, S)
+        return Case(label, (x, memory, *weights), {} if mask is None else {"memory_mask": mask})
+
+    return [
+        case("T = S = 4, no mask", 2, 4, 4, 8, 8),
+        case("T=3, S=5, source padding (B, 1, S), d_k=4", 2, 3, 5, 8, 4, real=[5, 3]),
+        case("T=5, S=2, no mask", 1, 5, 2, 6, 6),
+        case("T = S = 4, source padding, d_k=4", 2, 4, 4, 8, 4, real=[4, 2]),
+        case("one target position, S=6 with padding", 2, 1, 6, 8, 8, real=[6, 4]),
+    ]
+
+
+_HINT_CROSS_SOURCES = ("q = x @ w_q (queries from the decoder), k = memory @ w_k and "
+                       "v = memory @ w_v (keys and values from the encoder's memory).")
+
+EXERCISES["shift_right"] = Exercise(
+    reference=shift_right,
+    make_cases=_shift_right_cases,
+    sources=(shift_right,),
+    pitfalls=(
+        Pitfall("T1", "no shift", _shift_none,
+                "shift the target right behind BOS: torch.cat([bos, target[:, :-1]], dim=1). "
+                "Fed the target itself, position t sees the very token it must predict and the "
+                "model learns to copy it (a teacher-forcing leak)."),
+        Pitfall(None, "shifted left", _shift_left,
+                "shift right, not left: BOS goes first and every target token moves one place "
+                "later (position t holds token t - 1)."),
+        Pitfall(None, "first token dropped", _shift_drops_first,
+                "drop the last target token, not the first: the input is BOS, y_0, ..., y_(T-2), "
+                "so y_0 is still read and position t holds token t - 1."),
+        Pitfall(None, "nothing dropped", _shift_keeps_all,
+                "keep the length T: after putting BOS in front, drop the last target token "
+                "(target[:, :-1]); the labels stay the whole target."),
+        Pitfall(None, "torch.roll", _shift_roll,
+                "torch.roll wraps the last token around to position 0: put bos_id there "
+                "instead (torch.cat with a column of bos_id)."),
+    ),
+)
+
+EXERCISES["cross_attention"] = Exercise(
+    reference=cross_attention,
+    make_cases=_cross_attention_cases,
+    outputs=("out", "weights"),
+    sources=(cross_attention,),
+    pitfalls=(
+        Pitfall(None, "queries from the memory", _cross_swapped,
+                "the arguments are swapped: " + _HINT_CROSS_SOURCES + " When S == T the swap "
+                "raises no error: it is silently wrong."),
+        Pitfall(None, "values from the decoder", _cross_values_from_decoder,
+                "the values come from the memory too, like the keys: " + _HINT_CROSS_SOURCES),
+        Pitfall(None, "memory unused", _cross_is_self_attention,
+                "that is self-attention; cross-attention reads the encoder's memory: "
+                + _HINT_CROSS_SOURCES),
+        Pitfall(None, "memory mask ignored", _cross_mask_ignored,
+                "pass memory_mask to the attention, so that no target position reads a padded "
+                "source token."),
+        Pitfall(None, "look-ahead mask on the memory", _cross_causal_memory,
+                "the look-ahead mask belongs to the decoder's self-attention only: the whole "
+                "source is known, so every target position may read every real source token "
+                "(use memory_mask alone)."),
+        Pitfall("A3", "inverted memory mask", _cross_inverted_mask, _HINT_A3),
+        Pitfall("A1", "scaled by sqrt(d_model)", _cross_scaled_by_d_model,
+                "divide by the square root of the key dimension of one head: d_k = "
+                "w_k.shape[1], not d_model = x.shape[-1]."),
+    ),
+)
+
+
+# ---- notebook 08: the model's parameter count; the output projection with a shared matrix
+# isort: split
+import functools  # noqa: E402
+import numbers  # noqa: E402
+
+
+def count_parameters(d_model: int, num_heads: int, d_ff: int, num_layers: int, src_vocab: int,
+                     tgt_vocab: int) -> int:
+    """How many numbers helpers/model.py's ``Transformer(src_vocab, tgt_vocab, d_model,
+    num_heads, num_layers, d_ff)`` learns (post-norm; ``tie_weights=False``, so three separate
+    vocabulary matrices).
+
+    ``num_heads`` never enters the count: the h heads share d_model out among themselves.
+    """
+    attention = 4 * (d_model * d_model + d_model)  # W_Q, W_K, W_V, W_O, each with its bias
+    feed_forward = (d_model * d_ff + d_ff) + (d_ff * d_model + d_model)  # linear1, linear2
+    norm = 2 * d_model  # LayerNorm: a gain and a bias per feature
+    encoder_layer = attention + feed_forward + 2 * norm
+    decoder_layer = 2 * attention + feed_forward + 3 * norm  # self- and cross-attention
+    embeddings = (src_vocab + tgt_vocab) * d_model  # the positional encoding is fixed: 0
+    generator = d_model * tgt_vocab + tgt_vocab  # nn.Linear(d_model, tgt_vocab)
+    return embeddings + num_layers * (encoder_layer + decoder_layer) + generator
+
+
+@functools.wraps(count_parameters)
+def _count_parameters_tensor(*args, **kwargs):
+    """``count_parameters`` as a 0-d int64 tensor: ``check`` compares tensors (a learner may
+    return a plain int, see :class:`_CountCase`)."""
+    return torch.tensor(count_parameters(*args, **kwargs))
+
+
+def output_projection(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    """Logits over the vocabulary from the decoder's output, with the embedding's own matrix.
+
+    Shapes: ``x (..., d_model)``, ``weight (V, d_model)`` (the target embedding matrix, shared as
+    in section 3.4 of the paper), ``bias (V,)``; result ``(..., V)``. ``Transformer(...,
+    tie_weights=True)`` in helpers/model.py computes the same with ``self.generator``.
+    """
+    return x @ weight.T + bias  # one dot product per vocabulary row; no sqrt(d_model) here
+
+
+class _CountCase(Case):
+    """A case whose answer is a whole number. ``check`` compares tensors, so a plain int (or a
+    float with a whole value, such as 1788.0) becomes a 0-d int64 tensor; other answers are
+    left as they are, for the usual messages."""
+
+    def run(self, fn: Callable) -> Any:
+        result = super().run(fn)
+        if isinstance(result, bool) or not isinstance(result, numbers.Real):
+            return result
+        if isinstance(result, numbers.Integral) or float(result).is_integer():
+            return torch.tensor(int(result))
+        return torch.tensor(float(result), dtype=torch.float64)
+
+
+def _count_with(bias=True, norms=True, decoder_attentions=2, pe_rows=0, per_head=False,
+                linears=2, generator="tgt", shared=False):
+    """``count_parameters`` with one mistake: the keyword that differs from its default."""
+
+    def count(d_model, num_heads, d_ff, num_layers, src_vocab, tgt_vocab):
+        b = 1 if bias else 0
+        attention = 4 * (d_model * d_model + b * d_model) * (num_heads if per_head else 1)
+        first, second = d_model * d_ff + b * d_ff, d_ff * d_model + b * d_model
+        feed_forward = first + second if linears == 2 else first
+        norm = 2 * d_model if norms else 0
+        encoder_layer = attention + feed_forward + 2 * norm
+        decoder_layer = decoder_attentions * attention + feed_forward + 3 * norm
+        vocab = {"tgt": tgt_vocab, "src": src_vocab, None: 0}[generator]
+        projection = (0 if shared else d_model * vocab) + b * vocab
+        return ((src_vocab + tgt_vocab) * d_model + num_layers * (encoder_layer + decoder_layer)
+                + projection + pe_rows * d_model)
+
+    return count
+
+
+def _projection_softmax(x, weight, bias):
+    """Probabilities instead of logits."""
+    return output_projection(x, weight, bias).softmax(dim=-1)
+
+
+def _projection_log_softmax(x, weight, bias):
+    """Log-probabilities instead of logits."""
+    return output_projection(x, weight, bias).log_softmax(dim=-1)
+
+
+def _projection_not_transposed(x, weight, bias):
+    """``x @ weight``: raises unless V == d_model, and is wrong then."""
+    return x @ weight + bias
+
+
+def _projection_scaled(x, weight, bias):
+    """The embedding's sqrt(d_model) factor applied to the logits too."""
+    return output_projection(x, weight, bias) * math.sqrt(weight.shape[1])
+
+
+def _projection_divided(x, weight, bias):
+    """Divided by sqrt(d_model), as if the logits were attention scores."""
+    return output_projection(x, weight, bias) / math.sqrt(weight.shape[1])
+
+
+def _projection_no_bias(x, weight, bias):
+    """The bias forgotten."""
+    return x @ weight.T
+
+
+def _count_cases(g):
+    def case(d_model, num_heads, d_ff, num_layers, src_vocab, tgt_vocab, note=""):
+        args = (d_model, num_heads, d_ff, num_layers, src_vocab, tgt_vocab)
+        label = (f"d_model={d_model}, num_heads={num_heads}, d_ff={d_ff}, num_layers={num_layers}, "
+                 f"src_vocab={src_vocab}, tgt_vocab={tgt_vocab}{note}")
+        return _CountCase(label, args)
+
+    return [
+        case(8, 2, 16, 1, 10, 12),
+        case(16, 4, 64, 2, 20, 20),
+        case(12, 3, 24, 3, 7, 30),
+        case(6, 1, 6, 1, 5, 5, " (one head)"),
+        case(512, 8, 2048, 6, 37000, 37000, " (the paper's base model)"),
+    ]
+
+
+def _projection_cases(g):
+    def case(label, x_shape, vocab):
+        d_model = x_shape[-1]
+        weight = _randn(g, vocab, d_model) * d_model ** -0.5  # as helpers/model.py initialises E
+        return Case(label, (_randn(g, *x_shape), weight, 0.5 * _randn(g, vocab)))
+
+    return [
+        case("B=2, T=3, d_model=8, V=11", (2, 3, 8), 11),
+        case("V = d_model = 6", (1, 4, 6), 6),
+        case("length 1, d_model=4, V=9", (1, 1, 4), 9),
+        case("2-D input (T, d_model) = (5, 8), V=7", (5, 8), 7),
+    ]
+
+
+_HINT_LOGITS = ("return the logits themselves (any real numbers, one per vocabulary entry): the "
+                "loss (notebook 09) and decoding (notebook 10) apply the (log-)softmax.")
+
+EXERCISES["count_parameters"] = Exercise(
+    reference=_count_parameters_tensor,
+    make_cases=_count_cases,
+    sources=(count_parameters,),
+    outputs=("count",),
+    atol=0.0,
+    rtol=0.0,
+    pitfalls=(
+        Pitfall(None, "no biases", _count_with(bias=False),
+                "every nn.Linear has a bias besides its weight: 4 d_model per attention block, "
+                "d_ff + d_model per feed-forward network, tgt_vocab for the output projection."),
+        Pitfall(None, "no LayerNorm", _count_with(norms=False),
+                "each LayerNorm learns a gain and a bias per feature (2 d_model numbers): two in "
+                "an encoder layer, three in a decoder layer."),
+        Pitfall(None, "one attention per decoder layer", _count_with(decoder_attentions=1),
+                "a decoder layer has two attention blocks, masked self-attention and "
+                "cross-attention over the memory (section 3.1), each 4 (d_model² + d_model)."),
+        Pitfall(None, "positional encoding counted", _count_with(pe_rows=5000),
+                "the sinusoidal positional encoding is a fixed table (a buffer), not learned: "
+                "it adds no parameters."),
+        Pitfall(None, "attention counted once per head", _count_with(per_head=True),
+                "the heads share d_model out (d_k = d_model / h each): W_Q, W_K, W_V and W_O are "
+                "d_model x d_model in all, so the count does not depend on num_heads."),
+        Pitfall(None, "one linear layer in the feed-forward network", _count_with(linears=1),
+                "the feed-forward network has two linear layers, d_model -> d_ff -> d_model "
+                "(equation 2): 2 d_model d_ff + d_ff + d_model."),
+        Pitfall(None, "output projection forgotten", _count_with(generator=None),
+                "the model ends with the output projection, nn.Linear(d_model, tgt_vocab): "
+                "tgt_vocab x d_model weights plus tgt_vocab biases."),
+        Pitfall(None, "a vocabulary matrix shared", _count_with(shared=True),
+                "this model keeps three separate matrices (tie_weights=False): the source "
+                "embedding (src_vocab x d_model), the target embedding and the output projection "
+                "(tgt_vocab x d_model each)."),
+        Pitfall(None, "output projection over the source vocabulary", _count_with(generator="src"),
+                "the output projection scores target tokens: tgt_vocab x d_model weights plus "
+                "tgt_vocab biases."),
+    ),
+)
+
+EXERCISES["output_projection"] = Exercise(
+    reference=output_projection,
+    make_cases=_projection_cases,
+    sources=(output_projection,),
+    outputs=("logits",),
+    pitfalls=(
+        Pitfall(None, "softmax applied", _projection_softmax, _HINT_LOGITS),
+        Pitfall(None, "log-softmax applied", _projection_log_softmax, _HINT_LOGITS),
+        Pitfall(None, "weight not transposed", _projection_not_transposed,
+                "weight is the (V, d_model) embedding matrix: logits = x @ weight.T + bias, one "
+                "dot product per vocabulary row."),
+        Pitfall(None, "scaled by sqrt(d_model)", _projection_scaled,
+                "the sqrt(d_model) factor belongs to the embedding lookup only (section 3.4): "
+                "the output projection uses the shared matrix as it is."),
+        Pitfall(None, "divided by sqrt(d_model)", _projection_divided,
+                "no scaling here (1/sqrt(d_k) belongs to attention scores): "
+                "logits = x @ weight.T + bias."),
+        Pitfall(None, "bias forgotten", _projection_no_bias,
+                "add the bias: nn.Linear(d_model, V) keeps one bias per vocabulary entry, even "
+                "when its weight is shared with the embedding."),
+    ),
+)
+
+
 # ----------------------------------------------------------------------------------------------
 # Public API
 # ----------------------------------------------------------------------------------------------

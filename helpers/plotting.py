@@ -1129,6 +1129,7 @@ def training_curves_figure(curves, title=None):
 
 # ---- decoder: what one target position may see, and where it looks (notebook 07)
 STEP_COLOURS = ("#e3e3e3", "#b9d3ec", "#2b6cb0")  # blocked, may attend (other rows), row t
+STEP_FRAME = "#e6550d"  # orange: the frame around row t, visible on blue and on grey
 
 
 def _decoder_step_grid(t, self_mask):
@@ -1157,8 +1158,8 @@ def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
     if not 0 <= t < T:
         raise ValueError(f"t must be in 0..{T - 1}, got {t}")
     fig, (left, right) = plt.subplots(
-        1, 2, figsize=(0.62 * (T + S) + 4.2, 0.55 * T + 2.6), layout="constrained",
-        gridspec_kw={"width_ratios": [T, S + 1.5]})
+        1, 2, figsize=(0.6 * (T + S) + 4.6, 0.55 * T + 2.9), layout="constrained",
+        gridspec_kw={"width_ratios": [T, S]})  # equal cells in both panels
     left.imshow(_decoder_step_grid(t, mask), cmap=ListedColormap(STEP_COLOURS), vmin=0, vmax=2,
                 interpolation="nearest")
     seen = np.flatnonzero(mask[t])
@@ -1167,13 +1168,13 @@ def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
     right.imshow(weights, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=1.0, interpolation="nearest")
     for i in range(T):
         if i != t:  # fade the other rows
-            right.add_patch(Rectangle((-0.5, i - 0.5), S, 1, facecolor="white", alpha=0.65,
+            right.add_patch(Rectangle((-0.5, i - 0.5), S, 1, facecolor="white", alpha=0.7,
                                       edgecolor="none"))
     for j, w in enumerate(weights[t]):
         right.text(j, t, f"{w:.2f}", ha="center", va="center", fontsize=9,
                    color="white" if w > 0.6 else "black")
     right.set_title(f"cross-attention: where position {t} looks in the source", fontsize=10)
-    fig.colorbar(right.images[0], ax=right, label="cross-attention weight", shrink=0.8)
+    fig.colorbar(right.images[0], ax=[left, right], label="cross-attention weight", shrink=0.8)
     for ax, columns, xlabel in ((left, tgt_labels, "target position (key)"),
                                 (right, src_labels, "source token (key, from the memory)")):
         n = len(columns)
@@ -1183,9 +1184,15 @@ def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
         ax.set_yticks(np.arange(T + 1) - 0.5, minor=True)
         ax.grid(which="minor", color="white", linewidth=1.5)
         ax.tick_params(which="minor", length=0)
-        ax.add_patch(Rectangle((-0.5, t - 0.5), n, 1, fill=False, edgecolor="black", lw=2))
+        ax.add_patch(Rectangle((-0.5, t - 0.5), n, 1, fill=False, edgecolor=STEP_FRAME, lw=3,
+                               zorder=3, clip_on=False))
         ax.set_xlabel(xlabel)
-        ax.set_ylabel("decoder position (query)")
+    left.set_ylabel("decoder position (query)")  # the same rows on the right
+    handles = [Patch(facecolor=colour, edgecolor="grey", label=label) for colour, label in
+               zip(STEP_COLOURS, ("blocked", "may attend (other rows)", f"position {t} may see"),
+                   strict=True)][::-1]
+    left.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=3,
+                fontsize=9, frameon=False, handlelength=1.2, columnspacing=1.0)
     fig.suptitle(f"decoder step t = {t}: the input token at position {t} is "
                  f"'{tgt_labels[t]}'", fontsize=11)
     return fig
@@ -1203,4 +1210,76 @@ def decoder_loss_curves_figure(curves, title=None):
     ax.legend(fontsize=9)
     if title:
         ax.set_title(title, fontsize=11)
+    return fig
+
+
+# ---- the whole model: next-token probabilities, where the parameters live (notebook 08)
+def next_token_probabilities_figure(probs, row_labels, vocab_labels, targets=None, title=None):
+    """Next-token probabilities ``(T, V)`` as a heatmap: row t is the distribution after position t.
+
+    The colour scale runs from 0 to the largest probability (an untrained model spreads its bets,
+    so every cell would look pale on a [0, 1] scale); each cell shows its value, and a red line on
+    the colour bar marks the uniform guess 1/V. ``targets`` (one vocabulary index per row, or None)
+    draws a black frame around the true next token of each row.
+    """
+    if hasattr(probs, "detach"):
+        probs = probs.detach().cpu().numpy()
+    p = np.asarray(probs, dtype=float)
+    if p.ndim != 2 or p.shape != (len(row_labels), len(vocab_labels)):
+        raise ValueError(f"probs must have shape (len(row_labels), len(vocab_labels)) = "
+                         f"({len(row_labels)}, {len(vocab_labels)}), got {p.shape}")
+    T, V = p.shape
+    fig, ax = plt.subplots(figsize=(0.62 * V + 3.2, 0.55 * T + 1.9), layout="constrained")
+    image = ax.imshow(p, cmap=WEIGHTS_CMAP, vmin=0.0, vmax=float(p.max()), aspect="auto")
+    for (i, j), value in np.ndenumerate(p):
+        ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=8,
+                color="white" if value > 0.6 * p.max() else "black")
+    ax.set_xticks(range(V), vocab_labels, rotation=45, ha="right", rotation_mode="anchor")
+    ax.set_yticks(range(T), row_labels)
+    ax.set_xlabel("next token (vocabulary)")
+    ax.set_ylabel("decoder position: input token")
+    for row, column in enumerate([] if targets is None else targets):
+        ax.add_patch(Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="black",
+                               lw=2.5))
+    bar = fig.colorbar(image, ax=ax, label="probability (red line: 1/V)", shrink=0.9)
+    bar.ax.axhline(1.0 / V, color="#d62728", lw=2.5)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return fig
+
+
+def parameter_breakdown_figure(breakdowns, reference=None, reference_label=None):
+    """Stacked horizontal bars, one per model: how many parameters each component holds.
+
+    ``breakdowns`` maps a model's label to ``{component: count}``; a component keeps its colour
+    in every bar. Counts are drawn in millions, with each bar's total at its end. ``reference``
+    (a count) adds a dashed vertical line, for example the paper's 65M.
+    """
+    components = list(dict.fromkeys(c for parts in breakdowns.values() for c in parts))
+    colours = dict(zip(components, sns.color_palette("Set2", len(components)), strict=True))
+    labels = list(breakdowns)
+    top = max(sum(parts.values()) for parts in breakdowns.values()) / 1e6
+    fig, ax = plt.subplots(figsize=(10, 0.9 * len(labels) + 2.2), layout="constrained")
+    seen = set()
+    for row, label in enumerate(labels):
+        left = 0.0
+        for component, count in breakdowns[label].items():
+            ax.barh(row, count / 1e6, left=left, color=colours[component], edgecolor="white",
+                    label=None if component in seen else component)
+            if count / 1e6 > 0.06 * top:  # the segment's size, where it fits
+                ax.text(left + count / 2e6, row, f"{count / 1e6:.1f}", ha="center", va="center",
+                        fontsize=9)
+            seen.add(component)
+            left += count / 1e6
+        ax.text(left + 0.01 * top, row, f"{left:.1f}M", va="center", fontsize=10, zorder=5,
+                bbox=dict(facecolor="white", edgecolor="none", pad=1.5))
+    if reference is not None:
+        ax.axvline(reference / 1e6, color="#333333", ls="--", lw=1.5,
+                   label=reference_label or f"reference: {reference / 1e6:.0f}M")
+    ax.set_yticks(range(len(labels)), labels)
+    ax.invert_yaxis()  # the first model on top
+    ax.set_xlim(0, top * 1.12)
+    ax.set_xlabel("parameters (millions)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=9)
     return fig
