@@ -33,8 +33,9 @@ SETUP_CELL = '''\
 # Setup: makes `helpers` importable here, in JupyterLab or on Colab (where it fetches the course).
 import os, sys
 REPO_URL = "https://github.com/transformers-from-scratch/course"
-if "google.colab" in sys.modules and not os.path.isdir("course"):
-    os.system(f"git clone --depth 1 {REPO_URL} course")
+if "google.colab" in sys.modules:  # on Colab: fetch the course once, and turn sliders on
+    if not os.path.isdir("course"):
+        os.system(f"git clone --depth 1 {REPO_URL} course")
     from google.colab import output
     output.enable_custom_widget_manager()
 for root in ("course", ".."):

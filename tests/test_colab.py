@@ -104,6 +104,8 @@ def test_setup_cell_on_colab_clones_and_enables_widgets(isolated, monkeypatch, t
     exec(course.SETUP_CELL, {})  # running the cell again clones nothing more
     assert len(isolated) == 1
     assert sys.path.count(os.path.join(os.getcwd(), "course")) == 1
+    # but after a runtime restart the widget manager must be switched on again
+    assert widget_calls == [1, 1]
 
 
 def test_setup_cell_elsewhere_only_sets_the_path(isolated, monkeypatch):
