@@ -484,6 +484,10 @@ def _masked_softmax_cases(g):
         Case("a fully masked row", (2 * _randn(g, 1, 3, 4),
                                     _mask_with_blocked_row(g, 1, 3, 4, row=1))),
         Case("length 1", (_randn(g, 1, 1, 1), torch.ones(1, 1, 1, dtype=torch.bool))),
+        # a blocked key with a huge score: masking after the softmax cannot hide it
+        Case("a blocked key scoring far above the others",
+             (torch.tensor([[[1.0, 2.0, 80.0], [0.5, 90.0, 0.0]]]),
+              torch.tensor([[[True, True, False], [True, False, True]]]))),
     ]
 
 
