@@ -80,6 +80,11 @@ class Transformer(nn.Module):
         start = 0 if cache is None else cache["length"]
         x = self._embed(self.tgt_embed, tgt, "tgt", start)
         T = tgt.shape[1]
+        if memory.dim() != 3 or memory.shape[0] != tgt.shape[0]:
+            raise ValueError(
+                f"memory must be (B, S, d_model) with the batch size of tgt ({tgt.shape[0]}), "
+                f"got {tuple(memory.shape)}"
+            )
         if tgt_mask is None:
             # (T, start + T): the new tokens see every cached one and the causal part of the rest
             tgt_mask = causal_mask(start + T, device=tgt.device)[start:]

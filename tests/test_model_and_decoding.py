@@ -221,3 +221,10 @@ def test_beam_search_errors():
         beam_search(model, torch.randint(3, 12, (1, 4)), 0, 5, BOS, EOS)
     with pytest.raises(ValueError, match="max_len must be at least 1"):
         greedy_decode(model, torch.randint(3, 12, (1, 4)), 0, BOS, EOS)
+
+
+def test_decode_checks_the_memory_batch():
+    model = tiny_model()
+    memory = model.encode(torch.randint(3, 12, (2, 5)))
+    with pytest.raises(ValueError, match=r"batch size of tgt \(1\), got \(2, 5, 32\)"):
+        model.decode(torch.randint(3, 12, (1, 4)), memory)
