@@ -10,6 +10,8 @@ module              what it holds                               notebook
 ``layers``          LayerNorm, feed-forward, encoder/decoder     04, 05, 07
 ``masks``           look-ahead and padding masks                 06
 ``model``           the whole encoder-decoder Transformer        08
+``data``            an offline English-French corpus, batches    09
+``training``        label smoothing, warm-up, the training loop  09
 ``decoding``        greedy decoding, KV cache and beam search    10
 ``interop``         conversion to PyTorch's own modules          05, 07, 08
 ``utils``           seeding and device choice                    all

@@ -1,0 +1,246 @@
+"""The offline corpus (grammar, splits), the vocabularies and the padded batches."""
+
+import itertools
+
+import pytest
+import torch
+
+from helpers.data import (
+    ADJECTIVES,
+    BOS_ID,
+    EOS_ID,
+    NOUNS,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    UNK_ID,
+    NounPhrase,
+    Sentence,
+    Vocab,
+    batches,
+    conjugate,
+    encode_pairs,
+    fits,
+    make_batch,
+    make_corpus,
+    render,
+)
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return make_corpus()
+
+
+# ---- the grammar -------------------------------------------------------------------------------
+
+KNOWN = [
+    (Sentence("I", "like", NounPhrase("car", "the", False, ("big", "red"))),
+     "I like the big red car", "j'aime la grande voiture rouge"),
+    (Sentence("she", "watch", NounPhrase("dog", "a", False, ("big",))),
+     "she watches a big dog", "elle regarde un grand chien"),
+    (Sentence("we", "eat", NounPhrase("apple", "a", True, ("good",))),
+     "we eat some good apples", "nous mangeons de bonnes pommes"),
+    (Sentence("you all", "listen to", NounPhrase("bird", "my", True, ("white",))),
+     "you all listen to my white birds", "vous écoutez mes oiseaux blancs"),
+    (Sentence(NounPhrase("box", "the", True, ("old", "heavy")), "be", "white"),
+     "the heavy old boxes are white", "les vieilles boîtes lourdes sont blanches"),
+    (Sentence(NounPhrase("girl", "this", True), "be", "happy"),
+     "these girls are happy", "ces filles sont heureuses"),
+    (Sentence("I", "have", NounPhrase("apple", "a", False, ("red",))),
+     "I have a red apple", "j'ai une pomme rouge"),
+    (Sentence("you", "have", NounPhrase("horse", "a", True, ("beautiful",))),
+     "you have some beautiful horses", "tu as de beaux chevaux"),
+    (Sentence(NounPhrase("wolf", "the", True, ("grey",)), "look for",
+              NounPhrase("knife", "a", True)),
+     "the grey wolves look for some knives", "les loups gris cherchent des couteaux"),
+    (Sentence(NounPhrase("cow", "a", False, ("old",)), "push", NounPhrase("truck", "this")),
+     "an old cow pushes this truck", "une vieille vache pousse ce camion"),
+    (Sentence("they", "share", NounPhrase("pie", "my", False, ("new", "yellow"))),
+     "they share my new yellow pie", "ils partagent ma nouvelle tarte jaune"),
+    (Sentence("he", "be", "sad"), "he is sad", "il est triste"),
+]
+
+
+@pytest.mark.parametrize("sentence, english, french", KNOWN)
+def test_known_sentences(sentence, english, french):
+    assert render(sentence) == (english, french)
+
+
+def test_conjugation_of_regular_er_verbs():
+    forms = [conjugate("regarder", person) for person in range(6)]
+    assert forms == ["regarde", "regardes", "regarde", "regardons", "regardez", "regardent"]
+    assert conjugate("manger", 3) == "mangeons" and conjugate("manger", 4) == "mangez"
+    with pytest.raises(ValueError, match="-er verb"):
+        conjugate("avoir", 0)
+
+
+def test_every_adjective_has_four_distinct_or_shared_forms_that_agree():
+    agreed = {a.english: a.forms for a in ADJECTIVES}
+    assert agreed["white"] == ("blanc", "blanche", "blancs", "blanches")
+    assert agreed["red"] == ("rouge", "rouge", "rouges", "rouges")
+    assert agreed["grey"] == ("gris", "grise", "gris", "grises")
+    assert agreed["old"] == ("vieux", "vieille", "vieux", "vieilles")
+    assert all(len(forms) == 4 for forms in agreed.values())
+
+
+@pytest.mark.parametrize("sentence, message", [
+    (Sentence("I", "like", NounPhrase("car", "the", False, ("red", "blue"))), "at most one"),
+    (Sentence("I", "be", "happy"), "third-person"),
+    (Sentence("he", "like", "red"), "NounPhrase"),
+    (Sentence("he", "like", NounPhrase("spaceship")), "unknown noun 'spaceship'; expected"),
+    (Sentence("he", "fly", NounPhrase("car")), "unknown verb 'fly'"),
+    (Sentence("it", "like", NounPhrase("car")), "unknown subject pronoun 'it'"),
+    (Sentence("he", "like", NounPhrase("car", "an")), "unknown determiner 'an'"),
+])
+def test_bad_sentence_specs_give_clear_errors(sentence, message):
+    with pytest.raises(ValueError, match=message):
+        render(sentence)
+
+
+# ---- the splits --------------------------------------------------------------------------------
+
+_NOUN_FORMS = {form: n.english for n in NOUNS for form in (n.english, n.english_plural)}
+_ADJECTIVE_WORDS = {a.english for a in ADJECTIVES}
+
+
+def english_pairs(sentence: str) -> set:
+    """(noun, adjective) pairs read back from an English sentence, independently of the
+    generator: adjectives right before a noun, and "is/are ADJ" with the first noun."""
+    words, pairs, nouns = sentence.split(), set(), []
+    for i, word in enumerate(words):
+        if word in _NOUN_FORMS:
+            nouns.append(_NOUN_FORMS[word])
+            for before in words[max(0, i - 2):i]:
+                if before in _ADJECTIVE_WORDS:
+                    pairs.add((_NOUN_FORMS[word], before))
+    if len(words) >= 2 and words[-2] in ("is", "are") and nouns:
+        pairs.add((nouns[0], words[-1]))
+    return pairs
+
+
+def test_splits_are_disjoint_and_sized(corpus):
+    train, valid, test = (set(split) for split in (corpus.train, corpus.valid, corpus.test))
+    assert (len(train), len(valid), len(test)) == (20000, 500, 1000)  # no duplicates either
+    assert not train & valid and not train & test and not valid & test
+    english = [{en for en, _ in split} for split in (corpus.train, corpus.valid, corpus.test)]
+    assert not english[0] & english[2] and not english[1] & english[2]
+
+
+def test_test_split_holds_only_unseen_combinations(corpus):
+    held_out = set(corpus.held_out_pairs)
+    assert len(held_out) == 2 * len(NOUNS)
+    seen = set().union(*(english_pairs(en) for en, _ in corpus.train + corpus.valid))
+    assert not seen & held_out
+    assert all(english_pairs(en) & held_out for en, _ in corpus.test)
+    possible = {(n.english, a.english) for n in NOUNS for a in ADJECTIVES if fits(a, n.animate)}
+    assert seen == possible - held_out  # every other combination is seen in training
+
+
+def test_every_test_word_appears_in_training(corpus):
+    for side, vocab in ((0, corpus.src_vocab), (1, corpus.tgt_vocab)):
+        for pair in corpus.valid + corpus.test:
+            assert UNK_ID not in vocab.encode(pair[side]), pair
+
+
+def test_sentences_are_short(corpus):
+    lengths = [len(s.split()) for pair in corpus.train + corpus.test for s in pair]
+    assert min(lengths) >= 3 and max(lengths) <= 10
+
+
+def test_corpus_is_deterministic_from_its_seed():
+    a, b = make_corpus(seed=1, num_train=50), make_corpus(seed=1, num_train=50)
+    c = make_corpus(seed=2, num_train=50)
+    assert a.train == b.train and a.test == b.test and a.held_out_pairs == b.held_out_pairs
+    assert a.src_vocab.tokens == b.src_vocab.tokens
+    assert a.train != c.train
+
+
+def test_vocabulary_sizes(corpus):
+    assert 150 <= len(corpus.src_vocab) <= 300 and 250 <= len(corpus.tgt_vocab) <= 400
+    assert "mangeons" in corpus.tgt_vocab.ids and "heureuses" in corpus.tgt_vocab.ids
+
+
+# ---- the vocabulary ----------------------------------------------------------------------------
+
+
+def test_special_tokens_have_fixed_ids(corpus):
+    for vocab in (corpus.src_vocab, corpus.tgt_vocab):
+        assert vocab.tokens[:4] == list(SPECIAL_TOKENS)
+        assert [vocab.ids[t] for t in SPECIAL_TOKENS] == [PAD_ID, BOS_ID, EOS_ID, UNK_ID]
+        assert (PAD_ID, BOS_ID, EOS_ID, UNK_ID) == (0, 1, 2, 3)
+
+
+def test_encode_decode_round_trip(corpus):
+    for en, fr in corpus.test:
+        assert corpus.src_vocab.decode(corpus.src_vocab.encode(en)) == en
+        assert corpus.tgt_vocab.decode(corpus.tgt_vocab.encode(fr)) == fr
+
+
+def test_decode_skips_bos_and_pad_and_stops_at_eos():
+    vocab = Vocab.build(["le chien", "la voiture"])
+    ids = [BOS_ID, vocab.ids["le"], PAD_ID, vocab.ids["chien"], EOS_ID, vocab.ids["la"]]
+    assert vocab.decode(ids) == "le chien"
+    assert vocab.decode(torch.tensor(ids)) == "le chien"
+    assert vocab.encode("le chat") == [vocab.ids["le"], UNK_ID]
+
+
+@pytest.mark.parametrize("bad", [[4, 99], [-1], [2.0]])
+def test_bad_token_id_is_a_clear_error(bad):
+    vocab = Vocab.build(["le chien"])  # ids 0..5
+    with pytest.raises(ValueError, match=r"token id .* expected an int in 0\.\.5"):
+        vocab.decode(bad)
+
+
+@pytest.mark.parametrize("empty", ["", "   ", None])
+def test_empty_sentence_is_a_clear_error(empty):
+    with pytest.raises(ValueError, match="expected a non-empty sentence"):
+        Vocab.build(["le chien"]).encode(empty)
+
+
+def test_vocab_rejects_a_token_list_without_the_specials():
+    with pytest.raises(ValueError, match="starting with"):
+        Vocab(["le", "chien"])
+
+
+# ---- batches -----------------------------------------------------------------------------------
+
+
+def test_batch_shift_right_labels_and_masks():
+    batch = make_batch([[5, 6, 7], [8]], [[10, 11], [12, 13, 14]])
+    assert batch.src.tolist() == [[5, 6, 7], [8, PAD_ID, PAD_ID]]
+    assert batch.tgt_in.tolist() == [[BOS_ID, 10, 11, PAD_ID], [BOS_ID, 12, 13, 14]]
+    assert batch.tgt_out.tolist() == [[10, 11, EOS_ID, PAD_ID], [12, 13, 14, EOS_ID]]
+    assert batch.src_mask.shape == (2, 1, 1, 3) and batch.src_mask.dtype == torch.bool
+    assert batch.src_mask[:, 0, 0].tolist() == [[True, True, True], [True, False, False]]
+    assert batch.tgt_mask.shape == (2, 1, 4, 4) and batch.tgt_mask.dtype == torch.bool
+    assert batch.tgt_mask[1, 0].tolist() == torch.ones(4, 4).tril().bool().tolist()
+    assert batch.tgt_mask[0, 0, 3].tolist() == [True, True, True, False]  # padded key hidden
+    assert len(batch) == 2 and batch.to("cpu").tgt_out.equal(batch.tgt_out)
+
+
+def test_decoder_input_is_never_the_labels():
+    """T1: the decoder reads the target shifted right, so it cannot copy the answer."""
+    batch = make_batch([[5]], [[10, 11, 12]])
+    assert not torch.equal(batch.tgt_in, batch.tgt_out)
+    assert torch.equal(batch.tgt_in[:, 1:], batch.tgt_out[:, :-1])
+
+
+def test_make_batch_errors():
+    with pytest.raises(ValueError, match="as many targets as sources"):
+        make_batch([[5]], [[6], [7]])
+    with pytest.raises(ValueError, match="non-empty"):
+        make_batch([[]], [[6]])
+
+
+def test_batches_cover_an_epoch_and_repeat(corpus):
+    encoded = encode_pairs(corpus.valid[:10], corpus.src_vocab, corpus.tgt_vocab)
+    epoch = list(batches(encoded, batch_size=4, seed=0))
+    assert [len(b) for b in epoch] == [4, 4, 2]
+    rows = {tuple(r[r != PAD_ID].tolist()) for b in epoch for r in b.src}
+    assert rows == {tuple(s) for s, _ in encoded}
+    endless = list(itertools.islice(batches(encoded, 4, seed=0, repeat=True), 7))
+    assert len(endless) == 7
+    again = list(batches(encoded, batch_size=4, seed=0))
+    assert all(torch.equal(a.src, b.src) for a, b in zip(epoch, again, strict=True))
+    with pytest.raises(ValueError, match="batch_size"):
+        next(batches(encoded, 0))
