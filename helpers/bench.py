@@ -1,0 +1,186 @@
+"""The course's benchmark: ratios measured side by side in one run, on the current machine.
+
+    python -m helpers.bench                    # everything (executing the notebooks takes minutes)
+    python -m helpers.bench --skip-notebooks   # only the model measurements (about a minute)
+
+It prints:
+
+1. the training step time of our model vs the same weights on PyTorch's modules (``to_torch``);
+2. greedy decoding with vs without the KV cache at 16, 32 and 64 generated tokens, on a batch of
+   64 sentences (for a single sentence this tiny model's steps are dominated by Python overhead,
+   which the cache does not remove, so the gain there is small);
+3. beam search of width 4 vs greedy decoding, per sentence;
+4. the peak memory of training (CUDA: allocated memory; CPU: growth of the process's peak RSS);
+5. the wall time of executing every notebook top to bottom.
+
+Timings are the median of several repeats after a warm-up; compare ratios, not absolute numbers,
+between machines. This is a script, not a test: shared machines are too noisy for timed tests.
+"""
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from .data import batches, encode_pairs, make_corpus
+from .decoding import beam_search, greedy_decode
+from .interop import to_torch, torch_attn_mask, torch_key_padding_mask
+from .training import (
+    CORPUS_ARGS, TransformerConfig, build_model, label_smoothed_nll, load_translator,
+)
+from .utils import get_device, set_seed
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def timed(fn, repeats: int = 10, warmup: int = 2) -> float:
+    """Median seconds of ``fn()`` over ``repeats`` runs, after ``warmup`` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+class TorchCore(nn.Module):
+    """Our embeddings, positions and projection around PyTorch's encoder and decoder stacks."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.ours = model
+        self.encoder = to_torch(model.encoder)
+        self.decoder = to_torch(model.decoder)
+        self.num_heads = model.encoder.layers[0].self_attn.num_heads
+
+    def forward(self, src, tgt, src_mask, tgt_mask):
+        ours = self.ours
+        src_pad = torch_key_padding_mask(src_mask)  # (B, S), True = pad
+        memory = self.encoder(ours._embed(ours.src_embed, src, "src"), src_key_padding_mask=src_pad)
+        x = ours._embed(ours.tgt_embed, tgt, "tgt")
+        attn_mask = torch_attn_mask(tgt_mask, tgt.shape[0], self.num_heads)  # (B*h, T, T)
+        x = self.decoder(x, memory, tgt_mask=attn_mask, memory_key_padding_mask=src_pad)
+        return ours.generator(x)
+
+
+def training_step_fn(model, batch, pad_id=0):
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
+
+    def step():
+        logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
+        loss = label_smoothed_nll(logits, batch.tgt_out, 0.1, ignore_index=pad_id)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return step
+
+
+def bench_training(corpus, config, device, batch_size=128):
+    encoded = encode_pairs(corpus.train, corpus.src_vocab, corpus.tgt_vocab)
+    batch = next(iter(batches(encoded, batch_size, seed=0))).to(device)
+    set_seed(0)
+    ours = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab)).to(device).train()
+    theirs = TorchCore(build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab))
+                       ).to(device).train()
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    t_ours = timed(training_step_fn(ours, batch))
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda"
+            else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024)
+    t_theirs = timed(training_step_fn(theirs, batch))
+    return t_ours, t_theirs, peak, batch_size
+
+
+BATCH = 64
+
+
+def bench_cache(model, src, src_mask, lengths=(16, 32, 64)):
+    rows = []
+    for n in lengths:
+        # eos_id=-1 is never produced, so every one of the n steps runs
+        with_cache = timed(lambda: greedy_decode(model, src, n, 1, -1, src_mask, True), 5, 1)
+        without = timed(lambda: greedy_decode(model, src, n, 1, -1, src_mask, False), 5, 1)
+        rows.append((n, with_cache, without))
+    return rows
+
+
+def bench_beam(model, sentences, src_vocab, device, width=4, max_len=30):
+    sources = [torch.tensor([[*src_vocab.encode(s)]], device=device) for s in sentences]
+    t_greedy = timed(lambda: [greedy_decode(model, s, max_len, 1, 2) for s in sources], 3, 1)
+    t_beam = timed(lambda: [beam_search(model, s, width, max_len, 1, 2) for s in sources], 3, 1)
+    return t_greedy / len(sources), t_beam / len(sources)
+
+
+def bench_notebooks():
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+            start = time.perf_counter()
+            result = subprocess.run(
+                [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+                 "--output-dir", tmp, "--ExecutePreprocessor.timeout=600", str(path)],
+                cwd=path.parent, capture_output=True, text=True)
+            rows.append((path.name, time.perf_counter() - start, result.returncode == 0))
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description="Benchmarks of the course's model.")
+    parser.add_argument("--skip-notebooks", action="store_true",
+                        help="do not execute the notebooks (the slowest part)")
+    args = parser.parse_args(argv)
+    device = get_device()
+    print(f"device: {device}, torch {torch.__version__}, threads: {torch.get_num_threads()}")
+    corpus = make_corpus(**CORPUS_ARGS)
+    config = TransformerConfig.small()
+
+    t_ours, t_theirs, peak, batch_size = bench_training(corpus, config, device)
+    print(f"\n1. training step (batch {batch_size}, {config.num_layers}+{config.num_layers} layers,"
+          f" d_model {config.d_model})")
+    print(f"   ours {t_ours * 1e3:8.1f} ms   to_torch {t_theirs * 1e3:8.1f} ms   "
+          f"ratio ours / torch = {t_ours / t_theirs:.2f}  (target <= 1.3)")
+
+    model = load_translator(device=device).model.eval()  # the shipped, trained model
+    encoded = encode_pairs(corpus.test[:BATCH], corpus.src_vocab, corpus.tgt_vocab)
+    batch = next(iter(batches(encoded, BATCH, shuffle=False))).to(device)
+    src, src_mask = batch.src, batch.src_mask
+    print(f"\n2. greedy decoding, KV cache vs recomputation (a batch of {BATCH} test sentences)")
+    for n, with_cache, without in bench_cache(model, src, src_mask):
+        print(f"   {n:3d} tokens: cache {with_cache * 1e3:7.1f} ms   no cache "
+              f"{without * 1e3:7.1f} ms   speed-up {without / with_cache:.2f}x"
+              + ("  (target >= 2x)" if n == 64 else ""))
+
+    sentences = [en for en, _ in corpus.test[:20]]
+    t_greedy, t_beam = bench_beam(model, sentences, corpus.src_vocab, device)
+    print("\n3. beam search width 4 vs greedy (per sentence, 20 test sentences)")
+    print(f"   greedy {t_greedy * 1e3:7.1f} ms   beam {t_beam * 1e3:7.1f} ms   "
+          f"cost ratio {t_beam / t_greedy:.2f}  (target <= 3)")
+
+    kind = "CUDA allocated" if device.type == "cuda" else "growth of peak RSS"
+    print(f"\n4. peak memory of training ({kind}): {peak:.0f} MiB")
+
+    if not args.skip_notebooks:
+        print("\n5. executing every notebook top to bottom")
+        total = 0.0
+        for name, seconds, ok in bench_notebooks():
+            total += seconds
+            print(f"   {name:<40} {seconds:6.1f} s  {'ok' if ok else 'FAILED'}")
+        print(f"   {'all notebooks':<40} {total:6.1f} s")
+
+
+if __name__ == "__main__":
+    main()
