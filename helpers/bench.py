@@ -33,7 +33,11 @@ from .data import batches, encode_pairs, make_corpus
 from .decoding import beam_search, greedy_decode
 from .interop import to_torch, torch_attn_mask, torch_key_padding_mask
 from .training import (
-    CORPUS_ARGS, TransformerConfig, build_model, label_smoothed_nll, load_translator,
+    CORPUS_ARGS,
+    TransformerConfig,
+    build_model,
+    label_smoothed_nll,
+    load_translator,
 )
 from .utils import get_device, set_seed
 
@@ -112,8 +116,8 @@ def bench_cache(model, src, src_mask, lengths=(16, 32, 64)):
     rows = []
     for n in lengths:
         # eos_id=-1 is never produced, so every one of the n steps runs
-        with_cache = timed(lambda: greedy_decode(model, src, n, 1, -1, src_mask, True), 5, 1)
-        without = timed(lambda: greedy_decode(model, src, n, 1, -1, src_mask, False), 5, 1)
+        with_cache = timed(lambda n=n: greedy_decode(model, src, n, 1, -1, src_mask, True), 5, 1)
+        without = timed(lambda n=n: greedy_decode(model, src, n, 1, -1, src_mask, False), 5, 1)
         rows.append((n, with_cache, without))
     return rows
 
