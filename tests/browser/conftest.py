@@ -2,8 +2,9 @@
 
 Both are started by these fixtures and stopped by them, by process id, when the module's tests are
 done (pytest-xdist's --dist loadfile keeps a module's tests on one worker, in a row). Screenshots of
-every widget before and after each change go to $BROWSER_SCREENSHOTS, or to a new temporary folder;
-the folder is printed at the end of the run.
+every widget before and after each change go to $BROWSER_SCREENSHOTS, or to a new temporary folder
+(one per run); the folder and each notebook's timings are printed: in the terminal summary of a
+plain run, or on stderr by each xdist worker when its module is done.
 """
 
 import os
@@ -28,18 +29,31 @@ def pytest_configure(config):
         "(skipped without Chromium and Playwright; a failure when CI=true)")
 
 
+_FOLDER: list[Path] = []  # this process's screenshot folder, made once
+
+
 @pytest.fixture(scope="module")
 def screenshot_dir(request):
+    """$BROWSER_SCREENSHOTS, or one new temporary folder per run (shared by the xdist workers)."""
     configured = os.environ.get("BROWSER_SCREENSHOTS")
+    run_id = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if configured:
         folder = Path(configured).resolve()
-        folder.mkdir(parents=True, exist_ok=True)
+    elif run_id:
+        folder = Path(tempfile.gettempdir()) / f"tfs-browser-screenshots-{run_id[:12]}"
     else:
-        folder = Path(tempfile.mkdtemp(prefix="tfs-browser-screenshots-"))
-    REPORT.insert(0, f"browser tests: widget screenshots (before/after each change) in {folder}")
+        if not _FOLDER:
+            _FOLDER.append(Path(tempfile.mkdtemp(prefix="tfs-browser-screenshots-")))
+        folder = _FOLDER[0]
+    folder.mkdir(parents=True, exist_ok=True)
+    module = request.module.__name__
+    start = len(REPORT)
+    REPORT.append(f"browser tests ({module}): widget screenshots (before/after each change) "
+                  f"in {folder}")
     yield folder
-    (folder / "report.txt").write_text("\n".join(REPORT) + "\n")
-    _announce(request.config)
+    # Teardown runs after lab_server's and chromium's (requested later), so their lines are in.
+    (folder / f"report-{module}.txt").write_text("\n".join(REPORT[start:]) + "\n")
+    _announce(request.config, start)
 
 
 @pytest.fixture(scope="module")
@@ -63,17 +77,17 @@ def chromium(lab_server):
     browser.stop()
 
 
-def _announce(config):
-    """Print REPORT where it can be seen: at the end of a plain run, or now on an xdist worker."""
-    if not REPORT:
+def _announce(config, start):
+    """On an xdist worker, print this module's REPORT lines now (a plain run prints them all in
+    the terminal summary)."""
+    if not os.environ.get("PYTEST_XDIST_WORKER") or len(REPORT) <= start:
         return
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        # A worker's stdout is not shown, but its stderr reaches the terminal.
-        capman = config.pluginmanager.getplugin("capturemanager")
-        with capman.global_and_fixture_disabled():
-            sys.stderr.write("\n" + "\n".join(REPORT) + "\n")
-            sys.stderr.flush()
-        REPORT.clear()
+    # A worker's stdout is not shown, but its stderr reaches the terminal.
+    capman = config.pluginmanager.getplugin("capturemanager")
+    with capman.global_and_fixture_disabled():
+        sys.stderr.write("\n" + "\n".join(REPORT[start:]) + "\n")
+        sys.stderr.flush()
+    del REPORT[start:]
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -72,7 +72,8 @@ def missing_requirements() -> str | None:
         missing.append("the Python package playwright is not installed")
     if not missing:
         return None
-    return "browser tests need a browser: " + " and ".join(missing) + "; " + ENABLE_HINT
+    return ("the browser tests need Chromium and Playwright: " + " and ".join(missing) + "; "
+            + ENABLE_HINT)
 
 
 def require_browser() -> None:
@@ -157,7 +158,7 @@ class LabServer:
              "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.ip=127.0.0.1",
              f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
              f"--ServerApp.root_dir={self.root}",
-             # window.jupyterapp: the tests run JupyterLab's own "Run All" command (runmenu:run-all).
+             # window.jupyterapp: the tests run JupyterLab's "Run All" command (runmenu:run-all).
              "--LabApp.expose_app_in_browser=True"],
             cwd=self.root, env=env, stdin=subprocess.DEVNULL, stdout=self._log,
             stderr=subprocess.STDOUT, start_new_session=True)

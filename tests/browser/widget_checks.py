@@ -1,18 +1,21 @@
-"""Real-browser tests of the course's widgets (JupyterLab + Debian's Chromium + Playwright).
+"""What the browser tests do to each notebook with a widget (JupyterLab + Chromium + Playwright).
 
-For every notebook with an interactive cell (a code cell that starts with `# NBVAL_IGNORE_OUTPUT`
-and builds ipywidgets), found automatically so that new notebooks are covered:
+The test files (test_browser_widgets_*.py) are thin: each takes one shard of the notebooks, so that
+pytest-xdist (--dist loadfile: one file, one worker) runs two shards on two workers, each with its
+own JupyterLab and Chromium (conftest.py). For every notebook with an interactive cell (a code
+cell that starts with `# NBVAL_IGNORE_OUTPUT` and builds ipywidgets), found automatically so that
+new notebooks are covered, `check_notebook_widgets`:
 
-1. open it in JupyterLab, run JupyterLab's own "Run All" command (`runmenu:run-all`) and wait
+1. opens it in JupyterLab, runs JupyterLab's own "Run All" command (`runmenu:run-all`) and waits
    until every code cell has run (prompts [1], [2], ... in order) and the status bar's kernel
-   indicator says "Idle";
-2. check there is no error output (a traceback or stderr) and no browser console error;
-3. move each slider with the keyboard on its focused handle, and change each dropdown, checkbox
-   and toggle; wait until the picture stops changing (a slider fires several redraws); assert
+   indicator says "Idle" (not the toolbar's indicator);
+2. checks there is no error output (a traceback or stderr) and no browser console error;
+3. moves each slider with the keyboard on its focused handle, and changes each dropdown, checkbox
+   and toggle; waits until the picture stops changing (a slider fires several redraws); asserts
    the picture (the PNG in the widget's Output) differs, the readout shows the new value, and no
-   error appeared; then put the control back and assert the picture is the first one again
+   error appeared; then puts the control back and asserts the picture is the first one again
    (the figure depends on the controls only);
-4. save a screenshot of the widget before and after each change (folder printed at the end).
+4. saves a screenshot of the widget before and after each change (folder printed at the end).
 
 Without Chromium or Playwright the tests are skipped with a message saying how to enable them;
 with CI=true they fail instead.
@@ -85,11 +88,9 @@ def widget_notebooks() -> dict:
 WIDGET_NOTEBOOKS = widget_notebooks()
 
 
-def test_widget_notebooks_are_found():
-    """The discovery is not vacuous: the course's slider notebooks are found."""
-    assert {"01_attention", "02_positional_encoding", "06_masks"} <= set(WIDGET_NOTEBOOKS)
-    for facts in WIDGET_NOTEBOOKS.values():
-        assert facts["widget_cells"] and facts["code_cells"] >= len(facts["widget_cells"])
+def shard(index: int, count: int) -> list[str]:
+    """Every count-th widget notebook from the index-th: one test file's share."""
+    return sorted(WIDGET_NOTEBOOKS)[index::count]
 
 
 # --- reading the page ----------------------------------------------------------------------------
@@ -148,9 +149,11 @@ def png_bytes(srcs: list[str]) -> list[bytes]:
     return decoded
 
 
-def wait_for_new_picture(page, area, old: list[str], what: str) -> tuple[list[str], float]:
+def wait_for_new_picture(page, area, old: list[str], what: str,
+                         stderr_ok=frozenset()) -> tuple[list[str], float]:
     """Wait until the picture differs from `old` and then stays the same for STABLE_FOR seconds
-    with the kernel idle (a slider fires several redraws). Returns (srcs, seconds waited)."""
+    with the kernel idle (a slider fires several redraws). Returns (srcs, seconds waited).
+    Fails at once on an error output (a callback that raised), and when the picture is gone."""
     started = time.monotonic()
     last, last_change = None, started
     while True:
@@ -158,8 +161,12 @@ def wait_for_new_picture(page, area, old: list[str], what: str) -> tuple[list[st
         current = pictures(area)
         if current != last:
             last, last_change = current, now
-        elif current and current != old and now - last_change >= STABLE_FOR and kernel_is_idle(page):
-            return current, now - started
+        elif now - last_change >= STABLE_FOR and kernel_is_idle(page):
+            if current and current != old:
+                return current, now - started
+            problems = notebook_problems(page, stderr_ok)
+            assert not problems, f"{what}: error output:\n" + "\n".join(problems)
+            assert current, f"{what}: the widget shows no picture"
         if now - started > REDRAW_TIMEOUT:
             state = "never changed" if last == old else "kept changing or the kernel stayed busy"
             pytest.fail(f"{what}: the picture {state} within {REDRAW_TIMEOUT:.0f} s "
@@ -209,7 +216,7 @@ class Slider:
         except ValueError:
             numeric = False
         if numeric:
-            assert float(readout) == position, f"readout {readout!r} but the handle is at {position}"
+            assert float(readout) == position, f"readout {readout!r}, handle at {position}"
         return readout
 
     def restore(self) -> None:
@@ -232,7 +239,8 @@ class Dropdown:
         self.start = self.select.evaluate("s => s.selectedIndex")
         if count < 2:
             return False
-        self.select.select_option(index=self.start + 1 if self.start + 1 < count else self.start - 1)
+        target = self.start + 1 if self.start + 1 < count else self.start - 1
+        self.select.select_option(index=target)
         return True
 
     def check_changed(self, before_readout: str) -> str:
@@ -344,11 +352,10 @@ def slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text).strip("-")[:30] or "control"
 
 
-# --- the test ------------------------------------------------------------------------------------
+# --- the whole check of one notebook ------------------------------------------------------------
 
-@pytest.mark.browser
-@pytest.mark.parametrize("name", sorted(WIDGET_NOTEBOOKS))
-def test_widgets_in_jupyterlab(name, request):
+def check_notebook_widgets(name: str, request) -> None:
+    """Open, run all, change every control of every widget; `request` is the test's."""
     lab_harness.require_browser()
     shots_root = request.getfixturevalue("screenshot_dir")  # first: torn down last
     lab = request.getfixturevalue("lab_server")
@@ -410,7 +417,8 @@ def test_widgets_in_jupyterlab(name, request):
         for index in facts["widget_cells"]:
             area = cells.nth(index).locator(".jp-Cell-outputArea")
             area.locator(".widget-output img").first.wait_for(state="visible", timeout=60_000)
-            wait_for_new_picture(page, area, [], f"{name} cell {index}: first drawing")
+            wait_for_new_picture(page, area, [], f"{name} cell {index}: first drawing",
+                                 facts["stderr_ok"])
             sizes = area.locator(".widget-output img").evaluate_all(
                 "imgs => imgs.map(i => [i.naturalWidth, i.getBoundingClientRect().width])")
             for natural, shown in sizes:
@@ -430,7 +438,8 @@ def test_widgets_in_jupyterlab(name, request):
                 if not handler.change():
                     changes.append(f"{what}: only one value, not changed")
                     continue
-                changed, waited = wait_for_new_picture(page, area, original, what)
+                changed, waited = wait_for_new_picture(page, area, original, what,
+                                                       facts["stderr_ok"])
                 after_readout = handler.check_changed(before_readout)
                 assert png_bytes(changed) != png_bytes(original), f"{what}: same PNG"
                 area.screenshot(path=shots / f"{stem}_after.png")
@@ -440,7 +449,8 @@ def test_widgets_in_jupyterlab(name, request):
                 assert not problems, f"{what}: error output:\n" + "\n".join(problems)
                 # Back to where it was: the first picture again.
                 handler.restore()
-                restored, _ = wait_for_new_picture(page, area, changed, f"{what} (put back)")
+                restored, _ = wait_for_new_picture(page, area, changed, f"{what} (put back)",
+                                                   facts["stderr_ok"])
                 assert handler.readout() == before_readout, f"{what}: readout not restored"
                 assert png_bytes(restored) == png_bytes(original), (
                     f"{what}: putting the control back did not redraw the first picture")
