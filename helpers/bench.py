@@ -11,7 +11,9 @@ It prints:
    which the cache does not remove, so the gain there is small);
 3. beam search of width 4 vs greedy decoding, per sentence;
 4. the peak memory of training (CUDA: allocated memory; CPU: growth of the process's peak RSS);
-5. the wall time of executing every notebook top to bottom.
+5. the wall time of executing every notebook top to bottom (nbclient, one torch thread, at most
+   300 s per cell, so a stalled cell fails instead of hanging);
+6. with ``--threads``: notebooks 09 and 10 executed with 1 and with 2 torch threads.
 
 Timings are the median of several repeats after a warm-up; compare ratios, not absolute numbers,
 between machines. This is a script, not a test: shared machines are too noisy for timed tests.
@@ -20,9 +22,6 @@ between machines. This is a script, not a test: shared machines are too noisy fo
 import argparse
 import resource
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -129,16 +128,46 @@ def bench_beam(model, sentences, src_vocab, device, width=4, max_len=30):
     return t_greedy / len(sources), t_beam / len(sources)
 
 
-def bench_notebooks():
+def execute_notebook(nb, cwd, kernel_name: str = "python3", timeout: int = 300, env=None):
+    """Run every cell of the notebook ``nb`` (a ``nbformat`` node) in a new kernel started in
+    ``cwd``, in place. Raises ``nbclient.exceptions.CellExecutionError`` naming the failing cell,
+    or ``CellTimeoutError`` after ``timeout`` seconds in one cell.
+
+    ``jupyter nbconvert --execute`` can stall at an ``interact`` cell until its timeout: while it
+    waits for a cell's reply, nbclient mimics the front end's Output widget and sends the widget's
+    state back to the kernel, which can swallow the notice of a reply that has just arrived. With
+    ``widget_registry = {}`` nothing is sent back during the wait, and the outputs that a front end
+    would show inside the widget are kept as the cell's own outputs.
+    """
+    from nbclient import NotebookClient
+
+    client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
+                            resources={"metadata": {"path": str(cwd)}})
+    client.widget_registry = {}
+    client.execute(env=env)
+    return nb
+
+
+def bench_notebooks(threads: int = 1, names=None):
+    """Seconds to execute each notebook top to bottom, one at a time, with ``threads`` torch
+    threads in the kernel; ``names`` keeps only the notebooks whose file name contains one."""
+    import os
+
+    import nbformat
+
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     rows = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-            start = time.perf_counter()
-            result = subprocess.run(
-                [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
-                 "--output-dir", tmp, "--ExecutePreprocessor.timeout=600", str(path)],
-                cwd=path.parent, capture_output=True, text=True)
-            rows.append((path.name, time.perf_counter() - start, result.returncode == 0))
+    for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
+        if names and not any(name in path.name for name in names):
+            continue
+        start = time.perf_counter()
+        try:
+            execute_notebook(nbformat.read(path, as_version=4), path.parent, env=env)
+            ok = True
+        except Exception as error:  # a failing or hanging cell: report it, go on with the rest
+            print(f"   {path.name}: {type(error).__name__}: {str(error).strip()[-300:]}")
+            ok = False
+        rows.append((path.name, time.perf_counter() - start, ok))
     return rows
 
 
@@ -146,6 +175,8 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description="Benchmarks of the course's model.")
     parser.add_argument("--skip-notebooks", action="store_true",
                         help="do not execute the notebooks (the slowest part)")
+    parser.add_argument("--threads", action="store_true",
+                        help="also execute notebooks 09 and 10 with 1 and with 2 torch threads")
     args = parser.parse_args(argv)
     device = get_device()
     print(f"device: {device}, torch {torch.__version__}, threads: {torch.get_num_threads()}")
@@ -184,6 +215,14 @@ def main(argv=None):
             total += seconds
             print(f"   {name:<40} {seconds:6.1f} s  {'ok' if ok else 'FAILED'}")
         print(f"   {'all notebooks':<40} {total:6.1f} s")
+
+    if args.threads:
+        print("\n6. notebooks 09 and 10 with 1 and 2 torch threads (one kernel at a time)")
+        one, two = (bench_notebooks(n, ["09_", "10_"]) for n in (1, 2))
+        for (name, t1, ok1), (_, t2, ok2) in zip(one, two, strict=True):
+            status = "ok" if ok1 and ok2 else "FAILED"
+            print(f"   {name:<32} 1 thread {t1:6.1f} s   2 threads {t2:6.1f} s   "
+                  f"ratio 2/1 = {t2 / t1:.2f}  {status}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,10 @@ Everything a notebook needs to find the course is kept here, in one place:
 - ``colab_url(name)`` and ``colab_badge(name)``: the "Open in Colab" link and the badge line of
   each notebook's first cell;
 - ``SETUP_CELL``: the exact code of each notebook's second cell;
-- ``TESTED_VERSIONS`` and ``check_environment()``: the pinned versions of ``requirements.txt``
-  and a check of the installed ones.
+- ``setup()``: what the setup cell does once ``helpers`` is importable (Colab's missing
+  packages and widget manager, torch's thread count, seeds, the device);
+- ``SUPPORTED_VERSIONS``, ``TESTED_VERSIONS`` and ``check_environment()``: the version ranges the
+  course is tested with, the pins of ``requirements.txt`` and a check of the installed ones.
 
 Regenerate the figures kept in ``assets/`` (``assets/architecture.png``) from the repository root::
 
@@ -17,6 +19,7 @@ Regenerate the figures kept in ``assets/`` (``assets/architecture.png``) from th
 which calls :func:`write_assets`.
 """
 
+import os
 import re
 import sys
 from importlib import metadata
@@ -30,20 +33,20 @@ ASSETS = ROOT / "assets"
 _BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
 
 SETUP_CELL = '''\
-# Setup: makes `helpers` importable here, in JupyterLab or on Colab (where it fetches the course).
-import os, sys
+# Setup: makes `helpers` importable in JupyterLab, VS Code or Colab (where it fetches the course).
+import os, shutil, subprocess, sys
 REPO_URL = "https://github.com/transformers-from-scratch/course"
-if "google.colab" in sys.modules:  # on Colab: fetch the course once, and turn sliders on
-    if not os.path.isdir("course"):
-        os.system(f"git clone --depth 1 {REPO_URL} course")
-    from google.colab import output
-    output.enable_custom_widget_manager()
+if "google.colab" in sys.modules and not os.path.isdir("course/helpers"):  # Colab: fetch it once
+    shutil.rmtree("course", ignore_errors=True)  # what a failed download may have left behind
+    if subprocess.run(["git", "clone", "--quiet", "--depth", "1", REPO_URL, "course"]).returncode:
+        raise RuntimeError(f"Could not download the course from {REPO_URL}. Check that the "
+                           "runtime is connected (Runtime > Connect), then run this cell again.")
 for root in ("course", ".."):
     if os.path.isdir(os.path.join(root, "helpers")) and os.path.abspath(root) not in sys.path:
         sys.path.insert(0, os.path.abspath(root))
+from helpers.course import setup
 from helpers.utils import set_seed, get_device
-set_seed(0)
-device = get_device()'''
+device = setup(seed=0)  # seeds; on Colab also installs what it lacks and turns sliders on'''
 
 
 def colab_url(notebook_filename: str) -> str:
@@ -58,8 +61,26 @@ def colab_badge(notebook_filename: str) -> str:
     return f"[![Open In Colab]({_BADGE_SVG})]({colab_url(notebook_filename)})"
 
 
-# The packages a learner's environment is checked for (the rest of requirements.txt is tooling).
+# ---------------------------------------------------------------------------------------------
+# Versions. requirements.txt pins one tested set for local installs; a learner's kernel may have
+# others (Colab ships its own and must not be changed). The ranges below are what the course is
+# tested with, in one place: the oldest end is Colab's runtime (tests/colab runs every notebook
+# on it), the newest is requirements.txt; no upper bound means newer releases are expected to work.
 CHECKED_PACKAGES = ("torch", "ipywidgets", "matplotlib", "seaborn", "numpy")
+SUPPORTED_VERSIONS = {  # package: (oldest supported "major.minor", first unsupported or None)
+    "torch": ("2.11", None),  # Colab's 2.11 runs every notebook (measured; see tests/colab)
+    "ipywidgets": ("7.7", "9"),  # 7.7 for Colab's front end, 8 for JupyterLab 4 and VS Code
+    "matplotlib": ("3.10", None),
+    "seaborn": ("0.13", None),
+    "numpy": ("2.1", None),
+}
+# Releases that install fine but break a front end: (package, version) -> what to do instead.
+KNOWN_BAD = {
+    ("ipywidgets", "8.1.9"): "VS Code shows no widgets with 8.1.9 (vscode-jupyter #17504): "
+                             "pip install 'ipywidgets==8.1.8' 'jupyterlab_widgets==3.0.16'",
+}
+# What Colab's runtime lacks, installed there by the setup cell (never an upgrade of what it has).
+COLAB_MISSING = {"sacrebleu": "2.6.0"}  # BLEU in notebook 09
 
 
 def _read_tested_versions(requirements: Path = ROOT / "requirements.txt") -> dict:
@@ -73,6 +94,11 @@ def _read_tested_versions(requirements: Path = ROOT / "requirements.txt") -> dic
 
 
 TESTED_VERSIONS = _read_tested_versions()
+
+
+def on_colab() -> bool:
+    """True inside a Google Colab runtime (which imports ``google.colab`` before any cell runs)."""
+    return "google.colab" in sys.modules
 
 
 def _installed_version(package: str):
@@ -89,27 +115,92 @@ def _major_minor(version: str) -> tuple:
     return tuple(int(n) for n in numbers) + (0,) * (2 - len(numbers))
 
 
-def check_environment() -> bool:
-    """Print one line per package: ok, newer (fine), older or missing (with the fix).
+def _verdict(package: str, installed, colab: bool) -> tuple:
+    """``(ok, message)`` for one package; the message never advises changing Colab's packages."""
+    oldest, too_new = SUPPORTED_VERSIONS[package]
+    tested = TESTED_VERSIONS.get(package, "")
+    if installed is None:
+        return False, f"not installed: pip install '{package}=={tested}'"
+    if (package, installed.split("+")[0]) in KNOWN_BAD:
+        return False, KNOWN_BAD[package, installed.split("+")[0]]
+    wanted = f">={oldest}" + (f",<{too_new}" if too_new else "")
+    out_of_range = _major_minor(installed) < _major_minor(oldest) or (
+        too_new is not None and _major_minor(installed) >= _major_minor(too_new))
+    if out_of_range and colab:
+        return False, (f"not the version Colab ships: restart with a fresh runtime (Runtime > "
+                       f"Disconnect and delete runtime); the course needs {package}{wanted}")
+    if out_of_range:
+        return False, f"the course needs {package}{wanted}: pip install '{package}=={tested}'"
+    if colab:
+        return True, "ok (Colab's version, tested)"
+    if _major_minor(installed) > _major_minor(tested):
+        return True, f"ok (newer than the tested {tested}: should work)"
+    return True, "ok"
 
-    Compares the installed major.minor version with ``TESTED_VERSIONS``. Returns True when no
-    package is older than tested or missing.
+
+def check_environment() -> bool:
+    """Print one line per package, ``ok`` or what to do, and return True when all are ok.
+
+    A version is ok when it lies in :data:`SUPPORTED_VERSIONS`. On Colab the advice never
+    upgrades what Colab ships (its front end renders ipywidgets 7 only; a pip-installed torch
+    would replace its build and break torchvision).
     """
+    colab = on_colab()
+    print("front end:", "Google Colab" if colab else "local (JupyterLab, VS Code, ...)")
     all_good = True
-    for package, tested in TESTED_VERSIONS.items():
+    for package in CHECKED_PACKAGES:
         installed = _installed_version(package)
-        if installed is None:
-            status = f"not installed: pip install '{package}=={tested}'"
-            all_good = False
-        elif _major_minor(installed) < _major_minor(tested):
-            status = f"older than tested: upgrade with pip install '{package}=={tested}'"
-            all_good = False
-        elif _major_minor(installed) > _major_minor(tested):
-            status = f"ok (newer than the tested {tested}: should work)"
-        else:
-            status = "ok"
-        print(f"{package:<11} {installed or '-':<12} {status}")
+        ok, message = _verdict(package, installed, colab)
+        all_good &= ok
+        print(f"{package:<11} {installed or '-':<12} {message}")
     return all_good
+
+
+def _install_missing(packages: dict) -> None:
+    """``pip install`` each missing ``{name: version}``, quietly; never touches installed ones."""
+    import importlib
+    import subprocess
+
+    missing = [f"{name}=={version}" for name, version in packages.items()
+               if importlib.util.find_spec(name) is None]
+    if missing:
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing])
+        importlib.invalidate_caches()
+        if done.returncode:
+            print(f"Could not install {' '.join(missing)}: only BLEU in notebook 09 needs it.")
+
+
+def _choose_threads() -> int:
+    """One torch thread on a machine with two cores or fewer, torch's own choice elsewhere.
+
+    Measured on a 2-core CPU (README, "Where it runs"): a second thread speeds this small model
+    up by 10-35% when the machine is idle, and slows it down about twice as much as that as soon
+    as anything else (the browser, another kernel) wants a core.
+    """
+    import torch
+
+    if (os.cpu_count() or 1) <= 2:
+        torch.set_num_threads(1)
+    return torch.get_num_threads()
+
+
+def setup(seed: int = 0):
+    """What the setup cell of every notebook does once ``helpers`` is importable.
+
+    On Colab: installs what Colab lacks (:data:`COLAB_MISSING`) and turns on Colab's widget
+    manager (needed after every runtime restart). Everywhere: chooses torch's thread count,
+    seeds every random number generator and returns the fastest device.
+    """
+    from .utils import get_device, set_seed
+
+    if on_colab():
+        _install_missing(COLAB_MISSING)
+        from google.colab import output
+
+        output.enable_custom_widget_manager()
+    _choose_threads()
+    set_seed(seed)
+    return get_device()
 
 
 def write_assets(folder: Path = ASSETS) -> list:

@@ -25,7 +25,6 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
-import sacrebleu
 import torch
 from tqdm.auto import tqdm
 
@@ -223,8 +222,18 @@ def exact_match(hypotheses: list, references: list) -> float:
 
 
 def bleu(hypotheses: list, references: list) -> float:
-    """Corpus BLEU (0-100) of detokenised strings, one reference each, computed by sacrebleu."""
+    """Corpus BLEU (0-100) of detokenised strings, one reference each, computed by sacrebleu.
+
+    sacrebleu is imported here, not at the top of the module: only BLEU needs it, and Colab does
+    not ship it (the setup cell installs it there), so every other notebook runs without it.
+    """
     _check_pairs(hypotheses, references)
+    try:
+        import sacrebleu
+    except ModuleNotFoundError as error:
+        raise ModuleNotFoundError(
+            "BLEU needs the sacrebleu package: pip install 'sacrebleu==2.6.0' "
+            "(on Colab, run the notebook's first code cell: it installs it)") from error
     return sacrebleu.corpus_bleu(hypotheses, [references]).score
 
 

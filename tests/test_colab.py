@@ -3,13 +3,16 @@
 - the first cell carries the notebook's own "Open in Colab" badge;
 - the second cell is exactly ``helpers.course.SETUP_CELL``, whose REPO_URL is the course's;
 - the setup cell, run with a fake Colab, clones the course, enables the custom widget manager
-  and makes ``helpers`` importable; run anywhere else, it clones and enables nothing;
-- ``check_environment()`` reports older, matching, newer and missing packages.
+  and makes ``helpers`` importable; a failed clone stops it with the address; run anywhere else,
+  it clones, installs and enables nothing;
+- ``check_environment()`` checks the supported ranges and never advises an upgrade on Colab.
+The whole notebooks on Colab's package set are run by tests/colab/test_colab_like.py.
 """
 
 import json
 import os
 import re
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -65,18 +68,25 @@ def test_colab_link_and_badge():
         f"({url})")
 
 
+class _Commands(list):
+    """The commands run, and ``.fake``, the stand-in for ``subprocess.run``."""
+
+
 @pytest.fixture
 def isolated(monkeypatch):
-    """Restore sys.path afterwards and record os.system instead of running it."""
+    """Restore sys.path afterwards and record ``git clone`` instead of running it."""
     monkeypatch.setattr(sys, "path", list(sys.path))
-    commands = []
+    commands = _Commands()
 
-    def fake_system(command):
+    def fake_run(command, *args, **kwargs):
         commands.append(command)
-        os.makedirs(os.path.join("course", "helpers"))  # what the clone would bring
-        return 0
+        if command[:2] == ["git", "clone"] and not fake_run.fail:
+            os.makedirs(os.path.join(command[-1], "helpers"))  # what the clone would bring
+        return subprocess.CompletedProcess(command, 128 if fake_run.fail else 0)
 
-    monkeypatch.setattr(os, "system", fake_system)
+    fake_run.fail = False
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    commands.fake = fake_run
     return commands
 
 
@@ -91,15 +101,19 @@ def _fake_colab(monkeypatch):
     return calls
 
 
+CLONE = ["git", "clone", "--quiet", "--depth", "1", course.REPO_URL, "course"]
+
+
 def test_setup_cell_on_colab_clones_and_enables_widgets(isolated, monkeypatch, tmp_path):
     widget_calls = _fake_colab(monkeypatch)
     monkeypatch.chdir(tmp_path)
     namespace = {}
     exec(course.SETUP_CELL, namespace)
-    assert isolated == [f"git clone --depth 1 {course.REPO_URL} course"]
+    assert isolated == [CLONE]  # sacrebleu is installed here, so nothing else is run
     assert widget_calls == [1]
     assert sys.path[0] == os.path.join(os.getcwd(), "course")
     assert str(namespace["device"]) in {"cpu", "cuda", "mps"}
+    assert callable(namespace["set_seed"]) and callable(namespace["get_device"])
 
     exec(course.SETUP_CELL, {})  # running the cell again clones nothing more
     assert len(isolated) == 1
@@ -108,24 +122,98 @@ def test_setup_cell_on_colab_clones_and_enables_widgets(isolated, monkeypatch, t
     assert widget_calls == [1, 1]
 
 
+def test_setup_cell_on_colab_stops_clearly_when_the_clone_fails(isolated, monkeypatch, tmp_path):
+    _fake_colab(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "course").mkdir()  # left behind by an earlier failed clone: no helpers inside
+    isolated.fake.fail = True
+    with pytest.raises(RuntimeError, match="Could not download the course from "
+                       + re.escape(course.REPO_URL)):
+        exec(course.SETUP_CELL, {})
+    assert isolated == [CLONE]  # the empty folder did not stop it from trying
+    isolated.fake.fail = False
+    exec(course.SETUP_CELL, {})  # connected again: the same cell now works
+    assert isolated == [CLONE, CLONE]
+    assert (tmp_path / "course" / "helpers").is_dir()
+
+
 def test_setup_cell_elsewhere_only_sets_the_path(isolated, monkeypatch):
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     monkeypatch.chdir(ROOT / "notebooks")  # where Jupyter runs a notebook
     monkeypatch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != ROOT])
     exec(course.SETUP_CELL, {})
     exec(course.SETUP_CELL, {})
-    assert isolated == []  # no clone
+    assert isolated == []  # no clone, no install
     assert not (ROOT / "notebooks" / "course").exists()
     assert [p for p in sys.path if Path(p or ".").resolve() == ROOT] == [str(ROOT)]  # once
 
 
+def test_install_missing_installs_only_what_is_missing(isolated, monkeypatch):
+    import importlib.util
+
+    present = {"sacrebleu": False, "torch": True}
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name: object() if present[name] else None)
+    course._install_missing({"sacrebleu": "2.6.0", "torch": "2.13.0"})
+    assert isolated == [[sys.executable, "-m", "pip", "install", "--quiet", "sacrebleu==2.6.0"]]
+    present["sacrebleu"] = True
+    course._install_missing({"sacrebleu": "2.6.0"})
+    assert len(isolated) == 1
+
+
+def test_install_missing_survives_a_failed_install(isolated, monkeypatch, capsys):
+    import importlib.util
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    isolated.fake.fail = True
+    course._install_missing({"sacrebleu": "2.6.0"})
+    assert "Could not install sacrebleu==2.6.0" in capsys.readouterr().out
+
+
+def test_colab_missing_is_what_requirements_pins():
+    requirements = (ROOT / "requirements.txt").read_text()
+    for package, version in course.COLAB_MISSING.items():
+        assert re.search(rf"^{package}=={re.escape(version)}\s", requirements, flags=re.M)
+
+
+@pytest.mark.parametrize("cores, expected", [(1, 1), (2, 1), (8, None)])
+def test_threads_one_on_small_machines(monkeypatch, cores, expected):
+    import torch
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    try:
+        torch.set_num_threads(3)
+        assert course._choose_threads() == (expected or 3)  # elsewhere torch's choice stays
+    finally:
+        torch.set_num_threads(before)
+
+
 # ---- versions
 def test_tested_versions_come_from_requirements():
-    assert set(course.TESTED_VERSIONS) == {"torch", "ipywidgets", "matplotlib", "seaborn",
-                                           "numpy"}
+    assert set(course.TESTED_VERSIONS) == set(course.CHECKED_PACKAGES) == set(
+        course.SUPPORTED_VERSIONS)
     requirements = (ROOT / "requirements.txt").read_text()
     for package, version in course.TESTED_VERSIONS.items():
         assert re.search(rf"^{package}=={re.escape(version)}\s", requirements, flags=re.M)
+
+
+def _pins(path):
+    return dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)", path.read_text(), flags=re.M))
+
+
+def test_supported_ranges_are_the_tested_ones():
+    """The oldest end of each range is Colab's version (run by tests/colab), the newest holds
+    requirements.txt; torch's oldest is Colab's 2.11, run by hand (the test machine's stand-in
+    is 2.13, see tests/colab/requirements-colab.txt)."""
+    colab = _pins(ROOT / "tests" / "colab" / "requirements-colab.txt")
+    for package, (oldest, too_new) in course.SUPPORTED_VERSIONS.items():
+        pinned = course._major_minor(course.TESTED_VERSIONS[package])
+        assert course._major_minor(oldest) <= pinned
+        assert too_new is None or pinned < course._major_minor(too_new)
+        if package != "torch":
+            assert course._major_minor(colab[package]) == course._major_minor(oldest), package
+    assert course._major_minor(colab["torch"]) >= course._major_minor("2.11")
 
 
 def test_major_minor():
@@ -135,7 +223,9 @@ def test_major_minor():
 
 
 def _lines(capsys):
-    return dict(line.split(maxsplit=1) for line in capsys.readouterr().out.splitlines())
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("front end: ")
+    return dict(line.split(maxsplit=1) for line in out[1:])
 
 
 def test_check_environment_matching(monkeypatch, capsys):
@@ -152,11 +242,39 @@ def test_check_environment_older_newer_missing(monkeypatch, capsys):
     assert course.check_environment() is False
     lines = _lines(capsys)
     torch_pin = course.TESTED_VERSIONS["torch"]
-    fix = f"older than tested: upgrade with pip install 'torch=={torch_pin}'"
+    fix = f"the course needs torch>=2.11: pip install 'torch=={torch_pin}'"
     assert lines["torch"].endswith(fix)
     assert "newer" in lines["numpy"] and lines["numpy"].split()[1] == "ok"
     assert "not installed" in lines["seaborn"]
     assert lines["matplotlib"].endswith(" ok")
+
+
+def test_check_environment_widgets_range_and_known_bad(monkeypatch, capsys):
+    fake = {**course.TESTED_VERSIONS, "ipywidgets": "9.0.0"}
+    monkeypatch.setattr(course, "_installed_version", fake.get)
+    assert course.check_environment() is False
+    assert "the course needs ipywidgets>=7.7,<9" in _lines(capsys)["ipywidgets"]
+    fake["ipywidgets"] = "8.1.9"
+    assert course.check_environment() is False
+    assert "VS Code" in _lines(capsys)["ipywidgets"]
+    fake["ipywidgets"] = "7.7.1"
+    assert course.check_environment() is True
+    assert _lines(capsys)["ipywidgets"].endswith(" ok")
+
+
+def test_check_environment_on_colab_never_advises_an_upgrade(monkeypatch, capsys):
+    _fake_colab(monkeypatch)
+    colab = _pins(ROOT / "tests" / "colab" / "requirements-colab.txt")
+    fake = {package: colab[package] for package in course.CHECKED_PACKAGES}
+    fake["torch"] = "2.11.0+cpu"  # what Colab really ships
+    monkeypatch.setattr(course, "_installed_version", fake.get)
+    assert course.check_environment() is True
+    printed = capsys.readouterr().out
+    assert "front end: Google Colab" in printed and "pip install" not in printed
+    fake["torch"] = "2.9.0"  # an old runtime: no pip advice, a fresh runtime instead
+    assert course.check_environment() is False
+    line = _lines(capsys)["torch"]
+    assert "fresh runtime" in line and "pip install" not in line
 
 
 def test_check_environment_same_minor_is_ok(monkeypatch, capsys):
@@ -172,3 +290,22 @@ def test_write_assets(tmp_path):
     assert path == tmp_path / "architecture.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert 20_000 < path.stat().st_size < 400_000
+
+
+def test_only_bleu_needs_sacrebleu():
+    """Colab lacks sacrebleu: every helpers module imports without it, and BLEU says what to do."""
+    code = """
+import importlib, pkgutil, sys
+sys.modules["sacrebleu"] = None  # makes `import sacrebleu` fail, as where it is not installed
+import helpers
+for module in pkgutil.iter_modules(helpers.__path__):
+    importlib.import_module(f"helpers.{module.name}")
+from helpers.training import bleu
+try:
+    bleu(["a b"], ["a b"])
+except ModuleNotFoundError as error:
+    print(error)
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "BLEU needs the sacrebleu package: pip install 'sacrebleu==2.6.0'" in done.stdout

@@ -1,0 +1,183 @@
+"""Every notebook on Colab's package set, opened alone, the way the "Open in Colab" badge opens it.
+
+For each notebook, in a kernel of ``.venv-colab`` (built by ``tests/colab/build_env.py`` from
+Colab's versions: ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34, numpy 2.1.3, ...):
+
+- ``google.colab`` (a stand-in, ``tests/colab/stub``) is imported when the kernel starts, as on
+  Colab, so the setup cell takes its Colab branch;
+- the notebook is copied alone into an empty folder (Colab opens it straight from GitHub);
+- the setup cell's ``git clone REPO_URL course`` fetches a repository made from this checkout
+  (committed or not): git's ``url.<base>.insteadOf`` in a temporary HOME, never the machine's
+  own git config;
+- sacrebleu, which Colab lacks, is removed before each notebook; the setup cell must install
+  it (from a local wheelhouse, standing in for the package registry);
+- after each ``interact`` cell, an added cell moves every slider, dropdown and checkbox to its
+  ends and fails if a widget callback raised;
+- a last added cell checks where ``helpers`` came from, that the widget manager was turned on,
+  that sacrebleu is there and that ``check_environment()`` is happy with Colab's versions.
+
+Outputs are not compared with the stored ones (Colab's versions print some things differently);
+every cell must run without error, none may run longer than 300 s.
+
+Without ``.venv-colab`` the tests are skipped with the command that builds it; in CI (``CI`` set)
+that is a failure.
+"""
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from helpers.bench import execute_notebook
+from helpers.course import REPO_URL
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+
+_spec = importlib.util.spec_from_file_location("build_env", HERE / "build_env.py")
+build_env = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_env)
+
+KERNEL = "colab-like"
+
+MOVE_WIDGETS = '''\
+# Added by the Colab-like test: move every control of the interact above to both ends.
+import sys as _sys
+_ip, _errors = get_ipython(), []
+_show = _ip.showtraceback
+_ip.showtraceback = lambda *a, **k: (_errors.append(repr(_sys.exc_info()[1])), _show(*a, **k))
+_controls = _.widget.kwargs_widgets
+for _c in _controls:
+    if hasattr(_c, "options"):
+        _c.index = len(_c.options) - 1
+        _c.index = 0
+    elif isinstance(_c.value, bool):
+        _c.value = not _c.value
+    else:
+        _c.value = _c.max
+        _c.value = _c.min
+_ip.showtraceback = _show
+assert _controls and not _errors, f"a widget callback failed: {_errors}"
+print("COLAB-LIKE moved", [type(_c).__name__ for _c in _controls])'''
+
+FACTS = '''\
+# Added by the Colab-like test: what the notebook ran on.
+import importlib.util as _util, json as _json, io as _io, contextlib as _ctx
+import google.colab.output as _out, helpers as _helpers, ipykernel as _ipk, ipywidgets as _ipw
+from helpers.course import check_environment as _check
+with _ctx.redirect_stdout(_io.StringIO()) as _printed:
+    _env_ok = _check()
+print("COLAB-LIKE", _json.dumps({
+    "helpers": _helpers.__file__, "widget_manager": _out.custom_widget_manager_calls,
+    "ipywidgets": _ipw.__version__, "ipykernel": _ipk.__version__,
+    "sacrebleu": _util.find_spec("sacrebleu") is not None,
+    "environment_ok": _env_ok, "environment": _printed.getvalue()}))'''
+
+
+def _snapshot_repository(folder: Path) -> Path:
+    """A git repository holding this checkout's files as they are now (what a push would hold)."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout
+    for name in filter(None, listed.decode().split("\0")):
+        source = ROOT / name
+        if source.is_file():  # a file deleted but not yet committed is skipped
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, folder / name)
+    git = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
+    subprocess.run([*git, "init", "--quiet", "--initial-branch=main"], cwd=folder, check=True)
+    subprocess.run([*git, "add", "--all"], cwd=folder, check=True)
+    subprocess.run([*git, "commit", "--quiet", "-m", "snapshot"], cwd=folder, check=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def colab_env(tmp_path_factory):
+    """The environment of the Colab-like kernel, and its kernel spec on JUPYTER_PATH."""
+    deadline = time.monotonic() + 600
+    while build_env.BUILDING.exists() and time.monotonic() < deadline:  # CI builds it meanwhile
+        time.sleep(2)
+    if not build_env.up_to_date():
+        message = ("the Colab-like environment is missing or out of date: build it with "
+                   "`python3 tests/colab/build_env.py` (in CI, see its log .venv-colab.log)")
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    base = tmp_path_factory.mktemp("colab")
+    origin = _snapshot_repository(base / "origin")
+    home = base / "home"
+    home.mkdir()
+    subprocess.run(["git", "config", "--file", str(home / ".gitconfig"),
+                    f"url.{origin.as_uri()}.insteadOf", REPO_URL], check=True)
+    spec = base / "jupyter" / "kernels" / KERNEL
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [str(build_env.PYTHON), "-m", "ipykernel_launcher", "-f", "{connection_file}",
+                 "--IPKernelApp.exec_lines=['import google.colab']"],
+        "display_name": "Colab-like", "language": "python"}))
+    env = {key: value for key, value in os.environ.items()
+           if key not in {"VIRTUAL_ENV", "PYTHONPATH", "JUPYTER_PATH", "GIT_CONFIG_GLOBAL"}}
+    env.update(HOME=str(home), PYTHONPATH=str(HERE / "stub"), GIT_CONFIG_NOSYSTEM="1",
+               PIP_NO_INDEX="1", PIP_FIND_LINKS=str(build_env.WHEELHOUSE),
+               PIP_DISABLE_PIP_VERSION_CHECK="1", OMP_NUM_THREADS="1",
+               MPLCONFIGDIR=str(base / "matplotlib"), IPYTHONDIR=str(base / "ipython"),
+               PATH=f"{build_env.PYTHON.parent}{os.pathsep}{os.environ['PATH']}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(base / "jupyter"))
+        yield env
+
+
+def _remove_what_colab_lacks():
+    installed = [name for name in build_env.COLAB_LACKS
+                 if list(build_env.VENV.glob(f"lib/python*/site-packages/{name}-*.dist-info"))]
+    if installed:
+        subprocess.run([str(build_env.PYTHON), "-m", "pip", "uninstall", "--quiet", "--yes",
+                        *installed], check=True)
+
+
+def _with_checks(cells):
+    checked = []
+    for cell in cells:
+        checked.append(cell)
+        if cell.cell_type == "code" and "interact(" in cell.source:
+            checked.append(nbformat.v4.new_code_cell(MOVE_WIDGETS))
+    return [*checked, nbformat.v4.new_code_cell(FACTS)]
+
+
+def _printed(cell) -> str:
+    return "".join(out.get("text", "") for out in cell.outputs if out.output_type == "stream")
+
+
+def test_every_notebook_is_checked():
+    assert len(NOTEBOOKS) == 12
+    assert "interact(" in (ROOT / "notebooks" / "06_masks.ipynb").read_text()
+
+
+@pytest.mark.parametrize("name", [path.name for path in NOTEBOOKS])
+def test_notebook_runs_alone_on_colabs_versions(colab_env, name, tmp_path):
+    _remove_what_colab_lacks()
+    content = tmp_path / "content"  # Colab's working folder: nothing but the notebook
+    content.mkdir()
+    shutil.copy(ROOT / "notebooks" / name, content / name)
+    nb = nbformat.read(content / name, as_version=4)
+    nb.cells = _with_checks(nb.cells)
+    execute_notebook(nb, content, kernel_name=KERNEL, timeout=300, env=colab_env)
+
+    moved = [cell for cell in nb.cells if cell.source.startswith("# Added by the Colab-like "
+                                                                 "test: move")]
+    for cell in moved:
+        assert "COLAB-LIKE moved" in _printed(cell)
+    assert len(moved) == sum("interact(" in c.source for c in nb.cells if c.cell_type == "code")
+    facts = json.loads(_printed(nb.cells[-1]).split("COLAB-LIKE ", 1)[1])
+    assert Path(facts["helpers"]) == content / "course" / "helpers" / "__init__.py"
+    assert facts["widget_manager"] == 1
+    assert (facts["ipywidgets"], facts["ipykernel"]) == ("7.7.1", "6.17.1")
+    assert facts["sacrebleu"], "the setup cell did not install sacrebleu"
+    assert facts["environment_ok"], facts["environment"]
+    assert "pip install" not in facts["environment"]
