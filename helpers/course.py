@@ -171,7 +171,8 @@ def _install_missing(packages: dict) -> None:
 
 
 def _choose_threads() -> int:
-    """One torch thread on a machine with two cores or fewer, torch's own choice elsewhere.
+    """One torch thread on a machine with two cores or fewer, torch's own choice elsewhere; a
+    thread count set in ``OMP_NUM_THREADS`` is always left as it is.
 
     Measured on a 2-core CPU (README, "Where it runs"): a second thread speeds this small model
     up by 10-35% when the machine is idle, and slows it down about twice as much as that as soon
@@ -179,7 +180,7 @@ def _choose_threads() -> int:
     """
     import torch
 
-    if (os.cpu_count() or 1) <= 2:
+    if "OMP_NUM_THREADS" not in os.environ and (os.cpu_count() or 1) <= 2:
         torch.set_num_threads(1)
     return torch.get_num_threads()
 

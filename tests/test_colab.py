@@ -176,12 +176,17 @@ def test_colab_missing_is_what_requirements_pins():
         assert re.search(rf"^{package}=={re.escape(version)}\s", requirements, flags=re.M)
 
 
-@pytest.mark.parametrize("cores, expected", [(1, 1), (2, 1), (8, None)])
-def test_threads_one_on_small_machines(monkeypatch, cores, expected):
+@pytest.mark.parametrize("cores, omp, expected", [(1, None, 1), (2, None, 1), (8, None, None),
+                                                  (2, "3", None)])
+def test_threads_one_on_small_machines(monkeypatch, cores, omp, expected):
     import torch
 
     before = torch.get_num_threads()
     monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    if omp is None:
+        monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    else:
+        monkeypatch.setenv("OMP_NUM_THREADS", omp)  # the user's own choice wins
     try:
         torch.set_num_threads(3)
         assert course._choose_threads() == (expected or 3)  # elsewhere torch's choice stays

@@ -54,10 +54,7 @@ def _build() -> None:
     print(f"building {VENV.name} from {REQUIREMENTS.relative_to(ROOT)}", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(PYTHON), "-m", "pip", "--disable-pip-version-check", "--quiet"]
-    # --no-compile: Python compiles each module when it is first imported; compiling all of
-    # torch up front costs more CPU than the test ever saves
-    subprocess.run([*pip, "install", "--no-deps", "--no-compile", "-r", str(REQUIREMENTS)],
-                   check=True)
+    subprocess.run([*pip, "install", "--no-deps", "-r", str(REQUIREMENTS)], check=True)
     subprocess.run([*pip, "check"], check=True)  # the list is complete and consistent
     wanted = [f"{name}=={version}" for name, version in COLAB_LACKS.items()]
     subprocess.run([*pip, "download", "--no-deps", "-d", str(WHEELHOUSE), *wanted], check=True)
