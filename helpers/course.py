@@ -158,7 +158,7 @@ def check_environment() -> bool:
 
 def _install_missing(packages: dict) -> None:
     """``pip install`` each missing ``{name: version}``, quietly; never touches installed ones."""
-    import importlib
+    import importlib.util
     import subprocess
 
     missing = [f"{name}=={version}" for name, version in packages.items()
