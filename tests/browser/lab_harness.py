@@ -76,11 +76,27 @@ def missing_requirements() -> str | None:
             + ENABLE_HINT)
 
 
+# .ci/run installs Chromium in the background while the test command installs .venv; this file
+# exists until apt-get is done (its log: .chromium-install.log).
+INSTALLING = ROOT / ".chromium.installing"
+INSTALL_WAIT = 600.0
+
+
+def wait_for_install(timeout: float = INSTALL_WAIT) -> None:
+    """Wait while .ci/run's background apt-get of Chromium is still running."""
+    deadline = time.monotonic() + timeout
+    while INSTALLING.exists() and time.monotonic() < deadline:
+        time.sleep(1)
+
+
 def require_browser() -> None:
     """Skip (locally) or fail (CI=true) when Chromium or Playwright is missing."""
     import pytest
 
+    wait_for_install()
     missing = missing_requirements()
+    if missing and INSTALLING.with_name(".chromium-install.log").exists():
+        missing += " (see .chromium-install.log for .ci/run's apt-get)"
     if missing is None:
         return
     if os.environ.get("CI") == "true":

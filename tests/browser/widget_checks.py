@@ -45,8 +45,8 @@ STDERR = "application/vnd.jupyter.stderr"  # JupyterLab renders tracebacks and s
 # the reason next to it.
 IGNORED_CONSOLE_ERRORS: tuple[re.Pattern, ...] = ()
 
-KEY_PRESSES = 3  # per slider move
-STABLE_FOR = 1.0  # seconds without a new picture before a redraw counts as finished
+KEY_PRESSES = 1  # per slider move: one step, one redraw
+STABLE_FOR = 0.5  # seconds without a new picture before a redraw counts as finished
 REDRAW_TIMEOUT = 60.0
 RUN_ALL_TIMEOUT = 240.0
 

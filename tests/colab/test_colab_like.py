@@ -134,11 +134,21 @@ def colab_env(tmp_path_factory):
 
 
 def _remove_what_colab_lacks():
-    installed = [name for name in build_env.COLAB_LACKS
-                 if list(build_env.VENV.glob(f"lib/python*/site-packages/{name}-*.dist-info"))]
-    if installed:
-        subprocess.run([str(build_env.PYTHON), "-m", "pip", "uninstall", "--quiet", "--yes",
-                        *installed], check=True)
+    """Uninstall what Colab lacks as ``pip uninstall`` does (every file its RECORD lists, then its
+    folders), without starting pip: that takes a second and a half, twelve times."""
+    for name in build_env.COLAB_LACKS:
+        for info in build_env.VENV.glob(f"lib/python*/site-packages/{name}-*.dist-info"):
+            site, folders = info.parent, {info}
+            for line in (info / "RECORD").read_text().splitlines():
+                relative = Path(line.split(",", 1)[0])
+                (site / relative).unlink(missing_ok=True)
+                if relative.parts[0] != "..":  # a console script lives in bin/
+                    folders.add(site / relative.parts[0])
+            for folder in folders:
+                if folder.is_dir():
+                    shutil.rmtree(folder)
+        left = list(build_env.VENV.glob(f"lib/python*/site-packages/{name}*"))
+        assert not left, f"{name} is still installed: {left}"
 
 
 def _with_checks(cells):
