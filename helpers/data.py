@@ -41,6 +41,9 @@ from .masks import causal_mask, padding_mask
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
+# The longest English sentence the grammar writes: a subject with a determiner, two adjectives
+# and a noun (4 words), a two-word verb ("listen to"), an object like the subject (4 words).
+LONGEST_SENTENCE = 10
 
 # ---------------------------------------------------------------------------------------------
 # The lexicon
@@ -453,6 +456,9 @@ class Vocab:
             )
         self.tokens = tokens
         self.ids = {token: i for i, token in enumerate(tokens)}
+        self._by_lower = {}  # lowercase -> the vocabulary's spelling, for normalize()
+        for token in tokens[len(SPECIAL_TOKENS):]:
+            self._by_lower.setdefault(token.lower(), token)
 
     @classmethod
     def build(cls, sentences) -> "Vocab":
@@ -470,6 +476,20 @@ class Vocab:
     def encode(self, sentence: str) -> list:
         """Word ids of a sentence, without BOS or EOS; unknown words become ``UNK_ID``."""
         return [self.ids.get(word, UNK_ID) for word in tokenize(sentence)]
+
+    def normalize(self, sentence: str) -> str:
+        """``sentence`` as the corpus writes it: no surrounding spaces, no final ``.``, ``!``
+        or ``?``, and each word in the vocabulary's own case when only its case differs
+        ("The cat eats a cake." -> "the cat eats a cake", "i" -> "I"). Other words stay as
+        they are (see :meth:`unknown_words`)."""
+        if not isinstance(sentence, str):
+            raise ValueError(f"expected a sentence (a string), got {sentence!r}")
+        words = sentence.strip().rstrip(".!?").split()
+        return " ".join(w if w in self.ids else self._by_lower.get(w.lower(), w) for w in words)
+
+    def unknown_words(self, sentence: str) -> list:
+        """The words of ``sentence`` that the vocabulary lacks (they would become ``<unk>``)."""
+        return [word for word in tokenize(sentence) if word not in self.ids]
 
     def decode(self, ids) -> str:
         """Ids (a list or a 1-D tensor) -> a sentence. Skips BOS and PAD, stops at EOS."""

@@ -6,15 +6,28 @@ and neither excludes any token id from generation.
 
 import torch
 
+from .attention import TOKEN_DTYPES, check_mask, check_sizes, check_tensor
 from .model import Transformer
 
 
 def _check_src(src, src_mask):
-    if src.dim() != 2:
-        raise ValueError(f"src must be (B, S) token ids, got shape {tuple(src.shape)}")
-    if src_mask is not None and src_mask.shape[0] not in (1, src.shape[0]):
+    """``src (B, S)`` token ids, and a source padding mask that broadcasts to ``(B, 1, 1, S)``."""
+    check_tensor(src, "src (token ids)", "(B, S)", TOKEN_DTYPES)
+    check_mask(src_mask, src.shape[0], 1, src.shape[1], "src_mask (the source padding mask)")
+
+
+def _check_limits(model, src, max_len, beam_size=None) -> None:
+    """Whole numbers >= 1, and lengths that fit the positional table: checked before decoding,
+    not after minutes of it."""
+    sizes = {"max_len": max_len} if beam_size is None else {"beam_size": beam_size,
+                                                              "max_len": max_len}
+    check_sizes("decoding", **sizes)
+    table = getattr(getattr(model, "positional", None), "max_len", None)
+    if table is not None and max(src.shape[1], max_len) > table:
         raise ValueError(
-            f"src_mask {tuple(src_mask.shape)} does not match the batch of src {tuple(src.shape)}"
+            f"decoding: the source has {src.shape[1]} tokens and max_len={max_len} target "
+            f"positions may be fed to the decoder, but the model's positional encoding covers "
+            f"max_len={table} positions; decode with max_len <= {table}"
         )
 
 
@@ -43,8 +56,7 @@ def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: in
     the newest token and reuses the keys and values of the earlier ones (the KV cache).
     """
     _check_src(src, src_mask)
-    if max_len < 1:
-        raise ValueError(f"max_len must be at least 1, got {max_len}")
+    _check_limits(model, src, max_len)  # before decoding, not after minutes of it
     with _EvalMode(model):
         memory = model.encode(src, src_mask)  # (B, S, d_model)
         B = src.shape[0]
@@ -88,8 +100,7 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
     if src.shape[0] != 1:
         raise ValueError(
             f"beam_search decodes one sentence: src must be (1, S), got {tuple(src.shape)}")
-    if beam_size < 1 or max_len < 1:
-        raise ValueError(f"beam_size and max_len must be at least 1, got {beam_size} and {max_len}")
+    _check_limits(model, src, max_len, beam_size)
 
     def score(log_prob_sum, length):
         return log_prob_sum / length ** length_penalty

@@ -21,10 +21,18 @@ How ``check`` works:
 3. Otherwise it tells you the first thing that differs (type, shape, dtype, NaN, or the first wrong
    value and the largest difference).
 
-``check`` never raises for a wrong answer: an exception inside your function, a wrong type, shape or
-dtype, or NaN are all reported as a failure. An untouched stub (it returns ``None`` or raises
-``NotImplementedError``) reports "not attempted yet", so a notebook still runs top to bottom.
+``check`` never raises for a wrong answer: an exception inside your function (``SystemExit``
+included), a wrong type, shape or dtype, or NaN are all reported as a failure. An untouched stub
+(its body is only ``return None``, ``pass`` or ``raise NotImplementedError``, or it raises
+``NotImplementedError`` on every case) reports "not attempted yet", so a notebook still runs top
+to bottom. A function with code that returns ``None`` is asked "did you forget `return`?".
 ``print`` calls inside your function are silenced during the check; call it directly to debug.
+
+Each call of your function has a time limit (``TIME_LIMIT`` = 10 s; ``check(name, fn,
+time_limit=60)`` for another, ``math.inf`` for none): a function that never returns is reported
+instead of freezing the notebook. It runs in a background thread (that works in every kernel, on
+Linux, macOS, Windows and Colab alike), which Python cannot stop from outside: after such a report
+the call goes on in the background, so restart the kernel if it stays busy.
 
 An unknown exercise name is a typo in the notebook, not a wrong answer: ``check`` and ``solution``
 both raise ``ValueError`` listing the known names.
@@ -39,25 +47,33 @@ up automatically.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import inspect
 import io
 import math
 import re
 import textwrap
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
 
-from .attention import merge_heads, scaled_dot_product_attention, split_heads
+from .attention import check_scores_mask, merge_heads, scaled_dot_product_attention, split_heads
 from .layers import FeedForward, layer_norm
 from .masks import causal_mask, padding_mask
 from .positional import PositionalEncoding, sinusoidal_encoding
 
-__all__ = ["check", "solution", "EXERCISES", "Exercise", "Pitfall", "Case"]
+__all__ = ["check", "solution", "EXERCISES", "Exercise", "Pitfall", "Case", "TIME_LIMIT"]
 
 PASS, FAIL, TODO, HINT = "✅", "❌", "⏳", "💡"
+# Seconds each call of the learner's function may take (math.inf: no limit). Measured on a
+# loaded 2-core machine: the slowest reference case takes under 2 ms in a fresh process, the
+# whole check of a reference answer under 15 ms. 10 s leaves room for a correct answer written
+# with Python loops, and for the first call of a lazily loaded part of torch (about 1 s for
+# torch.broadcast_shapes); an endless loop is still reported before a learner gives up waiting.
+TIME_LIMIT = 10.0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -119,6 +135,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
     The same steps as inside ``scaled_dot_product_attention`` in helpers/attention.py.
     """
+    check_scores_mask(mask, scores.shape, "masked_softmax")  # a clear error for a wrong mask
     # The most negative finite number, not -inf: a fully masked row then gives a finite
     # (uniform) softmax instead of 0/0 = NaN, and the last line turns it into zeros.
     scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)  # (..., Lq, Lk)
@@ -1818,22 +1835,36 @@ EXERCISES["source_alignment"] = Exercise(
 # Public API
 # ----------------------------------------------------------------------------------------------
 
-def check(name: str, fn: Callable) -> bool:
+def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
     """Run ``fn`` against the reference of exercise ``name``; print one message; True if right.
 
-    Never raises for a wrong answer. Raises ``ValueError`` only for an unknown exercise name.
+    ``time_limit``: seconds per call of ``fn`` (default ``TIME_LIMIT``; ``math.inf``: none).
+    Never raises for a wrong answer. Raises ``ValueError`` only for an unknown exercise name or
+    a time limit that is not a positive number.
     """
     exercise = _lookup(name)
+    limit = TIME_LIMIT if time_limit is None else time_limit
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+        raise ValueError(f"time_limit must be a number of seconds > 0 (math.inf: no limit), "
+                         f"got {limit!r}")
     if not callable(fn):
         print(f"{FAIL} {name}: check expects your function itself, e.g. "
               f'check("{name}", my_function) without parentheses; got {_describe(fn)}.')
         return False
     cases = exercise.cases()
-    try:
-        given = [_call(fn, case) for case in cases]
-    except NotImplementedError:
-        given = None
-    if given is None or all(_is_blank(result) for result in given):
+    given = []
+    for case in cases:
+        given.append(_call_learner(fn, case, limit))
+        if isinstance(given[-1], _TimedOut):
+            print(f"{FAIL} {name}: your function did not return within {limit:g} s "
+                  f"[case: {case.describe()}]\n   {HINT} Look for a loop that never ends (a "
+                  "while loop whose condition never changes?). Python cannot stop the call from "
+                  "outside: it goes on in the background, so if the kernel stays busy, restart "
+                  f'it. For a slow but correct function: check("{name}", fn, time_limit=60).')
+            return False
+    not_implemented = [isinstance(g, _Raised) and isinstance(g.error, NotImplementedError)
+                       for g in given]
+    if all(not_implemented) or (all(map(_is_blank, given)) and _is_stub(fn)):
         print(f"{TODO} {name}: not attempted yet. Write your code in the function, run its "
               "cell, then run this check again.")
         return False
@@ -1847,7 +1878,10 @@ def check(name: str, fn: Callable) -> bool:
     first = bad[0]
     headline = f"{FAIL} {name}: {problems[first].message} [case: {cases[first].describe()}]"
     pitfall = _diagnose(exercise, cases, given, first)
-    if pitfall is None:
+    if not_implemented[first]:
+        advice = ("This case reaches a part of your function that still raises "
+                  "NotImplementedError (other cases return a value): finish that branch.")
+    elif pitfall is None:
         advice = problems[first].advice
         advice = f'{advice[0].upper()}{advice[1:]}; solution("{name}") shows one answer.'
     else:
@@ -1894,15 +1928,98 @@ def _lookup(name: str) -> Exercise:
 
 
 def _call(fn: Callable, case: Case) -> Any:
-    """Run ``fn`` on ``case`` quietly; an exception becomes a :class:`_Raised` (except
-    ``NotImplementedError``, which marks an untouched stub and propagates)."""
+    """Run ``fn`` on ``case`` quietly; an exception becomes a :class:`_Raised`."""
     with contextlib.redirect_stdout(io.StringIO()):
+        return _outcome(fn, case)
+
+
+def _outcome(fn: Callable, case: Case) -> Any:
+    try:
+        return case.run(fn)
+    except (Exception, SystemExit) as error:  # a wrong answer, not a crash of the checker
+        return _Raised(error)
+
+
+@dataclass(frozen=True)
+class _TimedOut:
+    seconds: float
+
+
+def _call_learner(fn: Callable, case: Case, limit: float) -> Any:
+    """:func:`_call` with a time limit: ``fn`` runs in a daemon thread, joined for ``limit``
+    seconds (signal.alarm would not work on Windows, nor outside the main thread). A thread
+    cannot be killed, so a function that never returns goes on running in the background."""
+    if math.isinf(limit):
+        return _call(fn, case)
+    result = []
+
+    def run():
         try:
-            return case.run(fn)
-        except NotImplementedError:
-            raise
-        except Exception as error:  # a wrong answer, not a crash of the checker
-            return _Raised(error)
+            result.append(_outcome(fn, case))
+        except BaseException as error:  # even KeyboardInterrupt: raised by fn, not by the user
+            result.append(_Raised(error))
+
+    worker = threading.Thread(target=run, daemon=True, name=f"check: {case.label}")
+    with contextlib.redirect_stdout(io.StringIO()):  # here, so that it ends on time
+        worker.start()
+        worker.join(limit)
+    return result[0] if result else _TimedOut(limit)
+
+
+_PLACEHOLDER_VALUES = (None, Ellipsis)
+
+
+def _is_placeholder(node: ast.AST) -> bool:
+    """``None``, ``...`` or a tuple of them: what a stub returns."""
+    if isinstance(node, ast.Tuple):
+        return all(map(_is_placeholder, node.elts))
+    return node is None or (isinstance(node, ast.Constant) and node.value in _PLACEHOLDER_VALUES)
+
+
+def _is_stub_statement(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Pass):
+        return True
+    if isinstance(node, ast.Expr):  # a docstring, a bare string or ...
+        value = node.value.value if isinstance(node.value, ast.Constant) else None
+        return isinstance(value, str) or value is Ellipsis
+    if isinstance(node, ast.Return):
+        return _is_placeholder(node.value)
+    if isinstance(node, ast.Raise):
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
+
+
+def _definition(fn: Callable) -> ast.AST | None:
+    """The parsed ``def`` or ``lambda`` of ``fn`` from its source, or None without one."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    source = textwrap.dedent("".join(lines))
+    if getattr(fn, "__name__", "") != "<lambda>":
+        with contextlib.suppress(SyntaxError):
+            return next((node for node in ast.walk(ast.parse(source))
+                         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        return None
+    line = fn.__code__.co_firstlineno - first  # the lambda's line within ``source``
+    text = "\n".join(source.splitlines()[line:])
+    text = text[text.find("lambda"):][:500]  # from the lambda on: maybe part of a statement
+    for end in range(len(text), 0, -1):
+        with contextlib.suppress(SyntaxError):
+            return next(node for node in ast.walk(ast.parse(text[:end], mode="eval"))
+                        if isinstance(node, ast.Lambda))
+    return None
+
+
+def _is_stub(fn: Callable) -> bool:
+    """Is ``fn`` an untouched stub, its body only ``pass``, ``return None`` or ``raise
+    NotImplementedError``? A function with real code that returns None forgot its ``return``.
+    Without its source (a built-in, a partial), it counts as written."""
+    node = _definition(fn)
+    if isinstance(node, ast.Lambda):
+        return _is_placeholder(node.body)
+    return node is not None and all(map(_is_stub_statement, node.body))
 
 
 def _clone(obj: Any) -> Any:
@@ -1951,8 +2068,17 @@ class _Problem:
 def _difference(exercise: Exercise, expected: Any, given: Any) -> _Problem | None:
     """None when ``given`` matches ``expected``, else the first thing that differs."""
     if isinstance(given, _Raised):
+        if isinstance(given.error, SystemExit):
+            return _Problem(f"your function raised {given.describe()}",
+                            "exit() and sys.exit() end the program: return the result instead")
         return _Problem(f"your function raised {given.describe()}",
                         "run it on a small input to see the whole error")
+    if given is None:
+        return _Problem("your function returned None — did you forget `return`?",
+                        "end every path through your function with return <the result>")
+    if _is_blank(given):
+        return _Problem(f"your function returned only None values ({_describe(given)}) — is "
+                        "a value never computed?", "return the computed values")
     names = exercise.outputs
     if len(names) == 1:
         return _tensor_difference(expected, given, "", exercise)

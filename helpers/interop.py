@@ -7,7 +7,7 @@ convention; :func:`torch_attn_mask` and :func:`torch_key_padding_mask` convert.
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, _kind, check_mask, check_sizes, check_tensor
 from .layers import DecoderLayer, EncoderLayer, LayerNorm
 
 
@@ -90,7 +90,8 @@ def to_torch(module: nn.Module) -> nn.Module:
     for cls in type(module).__mro__:  # by name, so a notebook's own class converts as well
         if cls.__name__ in _CONVERTERS and isinstance(module, nn.Module):
             theirs = _CONVERTERS[cls.__name__](module)
-            return theirs.to(next(module.parameters()).device).train(module.training)
+            p = next(module.parameters())
+            return theirs.to(p.device, p.dtype).train(module.training)  # float64 stays float64
     raise TypeError(
         "to_torch converts MultiHeadAttention, LayerNorm, EncoderLayer, DecoderLayer, "
         f"Encoder or Decoder, got {type(module).__name__}"
@@ -106,8 +107,13 @@ def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int,
     Give ``query_len`` when the mask has a broadcast query axis, as a padding mask
     ``(B, 1, 1, Lk)`` has.
     """
+    check_sizes("torch_attn_mask", batch_size=batch_size, num_heads=num_heads)
+    if not torch.is_tensor(mask) or mask.dim() not in (2, 4):
+        raise ValueError("torch_attn_mask: expected our mask with 2 axes (Lq, Lk) or 4 "
+                         f"(B, h, Lq, Lk), got {_kind(mask)}")
     Lq = mask.shape[-2] if query_len is None else query_len
     Lk = mask.shape[-1]
+    check_mask(mask, batch_size, Lq, Lk, "torch_attn_mask", num_heads)
     if mask.dim() == 2:
         return ~mask.expand(Lq, Lk)
     full = mask.expand(batch_size, num_heads, Lq, Lk)  # (B, h, Lq, Lk)
@@ -116,4 +122,5 @@ def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int,
 
 def torch_key_padding_mask(mask: torch.Tensor) -> torch.Tensor:
     """Our padding mask ``(B, 1, 1, L)`` (True = real token) as torch's ``(B, L)`` (True = pad)."""
+    check_tensor(mask, "torch_key_padding_mask: mask", "(B, 1, 1, L)", torch.bool)
     return ~mask[:, 0, 0, :]  # (B, 1, 1, L) -> (B, L)

@@ -11,7 +11,7 @@ Attribute names follow ``nn.TransformerEncoderLayer`` so that ``helpers.interop`
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import MultiHeadAttention, check_mask
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
@@ -147,6 +147,7 @@ class Encoder(nn.Module):
         self.norm = LayerNorm(d_model) if norm_first else None
 
     def forward(self, x: torch.Tensor, mask=None) -> torch.Tensor:
+        check_mask(mask, x.shape[0], x.shape[1], x.shape[1], "Encoder")  # before any work
         for layer in self.layers:
             x = layer(x, mask)
         return x if self.norm is None else self.norm(x)
@@ -168,6 +169,9 @@ class Decoder(nn.Module):
         return [{"self": {}, "cross": {"static": True}} for _ in self.layers]
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None, cache=None):
+        B, T, S = x.shape[0], x.shape[1], memory.shape[1]
+        check_mask(tgt_mask, B, T, None, "Decoder: tgt_mask")  # Lk: T plus what a cache holds
+        check_mask(memory_mask, B, T, S, "Decoder: memory_mask")
         for i, layer in enumerate(self.layers):
             x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])
         return x if self.norm is None else self.norm(x)

@@ -5,6 +5,7 @@ import math
 import torch
 from torch import nn
 
+from .attention import TOKEN_DTYPES, check_sizes, check_tensor
 from .layers import Decoder, Encoder
 from .masks import causal_mask
 from .positional import PositionalEncoding
@@ -33,6 +34,9 @@ class Transformer(nn.Module):
                  dropout: float = 0.1, max_len: int = 5000, norm_first: bool = False,
                  tie_weights: bool = False):
         super().__init__()
+        check_sizes("Transformer", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                    d_model=d_model, num_heads=num_heads, num_layers=num_layers, d_ff=d_ff,
+                    max_len=max_len)  # whole numbers >= 1, or a clear error
         self.d_model = d_model
         self.src_vocab_size = src_vocab_size
         self.tgt_vocab_size = tgt_vocab_size
@@ -54,12 +58,8 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
 
     def _embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str, start: int = 0):
-        if tokens.dim() != 2 or tokens.dtype not in (torch.long, torch.int32, torch.int64):
-            raise ValueError(
-                f"{name} must be a (B, L) tensor of integer token ids, got shape "
-                f"{tuple(tokens.shape)} and dtype {tokens.dtype}"
-            )
-        if tokens.numel() and (tokens.min() < 0 or tokens.max() >= embedding.num_embeddings):
+        check_tensor(tokens, f"Transformer: {name} (token ids)", "(B, L)", TOKEN_DTYPES)
+        if tokens.min() < 0 or tokens.max() >= embedding.num_embeddings:
             raise ValueError(
                 f"{name} holds token ids from {int(tokens.min())} to {int(tokens.max())}, but "
                 f"the vocabulary has ids 0..{embedding.num_embeddings - 1}"
@@ -86,8 +86,9 @@ class Transformer(nn.Module):
                 f"got {tuple(memory.shape)}"
             )
         if tgt_mask is None:
-            # (T, start + T): the new tokens see every cached one and the causal part of the rest
-            tgt_mask = causal_mask(start + T, device=tgt.device)[start:]
+            # (1, 1, T, start + T): the new tokens see every cached one and the causal part of
+            # the rest; 4 axes, so that it cannot be mistaken for a (B, T) padding mask
+            tgt_mask = causal_mask(start + T, device=tgt.device)[None, None, start:]
         layers_cache = None if cache is None else cache["layers"]
         x = self.decoder(x, memory, tgt_mask, src_mask, layers_cache)
         if cache is not None:

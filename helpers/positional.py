@@ -46,6 +46,8 @@ class PositionalEncoding(nn.Module):
                 f"PositionalEncoding expects (B, L, d_model={self.d_model}), got {tuple(x.shape)}"
             )
         L = x.shape[1]
+        if not isinstance(start, int) or start < 0:  # -5 would silently read the table's end
+            raise ValueError(f"start is the position of x[:, 0], an int >= 0; got {start!r}")
         if start + L > self.max_len:
             raise ValueError(
                 f"sequence length {start + L} is longer than max_len={self.max_len} of the "

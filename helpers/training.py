@@ -19,7 +19,9 @@ Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` vocabulary 
 
 import argparse
 import dataclasses
+import math
 import time
+import warnings
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -28,7 +30,18 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from tqdm.auto import tqdm
 
-from .data import BOS_ID, EOS_ID, PAD_ID, Vocab, batches, encode_pairs, make_corpus, pad
+from .attention import check_sizes
+from .data import (
+    BOS_ID,
+    EOS_ID,
+    LONGEST_SENTENCE,
+    PAD_ID,
+    Vocab,
+    batches,
+    encode_pairs,
+    make_corpus,
+    pad,
+)
 from .decoding import greedy_decode
 from .masks import padding_mask
 from .model import Transformer
@@ -147,6 +160,7 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
     seconds, whichever comes first. ``device``: batches are moved there with ``.to(device)``.
     ``on_step(step, loss)`` is called after every step (e.g. to draw a live loss plot).
     The model trains in training mode (dropout on) and gets its previous mode back at the end.
+    A loss of inf or NaN stops training with a ``ValueError`` before it reaches the weights.
     """
     was_training, history = model.training, []
     model.train()
@@ -157,6 +171,12 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
             if device is not None:
                 batch = batch.to(device)
             loss = loss_fn(model, batch)
+            value = loss.item()
+            if not math.isfinite(value):  # before the update spreads it into every weight
+                raise ValueError(
+                    f"train: the loss is {value} at step {step}: inf or NaN in the inputs, a "
+                    "log of 0, or a learning rate so high that training diverged; the model "
+                    "keeps the weights of the step before")
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if clip_norm is not None:
@@ -164,7 +184,7 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
             optimizer.step()
             if scheduler is not None:
                 scheduler.step()
-            history.append(loss.item())
+            history.append(value)
             bar.update(1)
             bar.set_postfix(loss=f"{history[-1]:.3f}", refresh=False)
             if on_step is not None:
@@ -191,21 +211,60 @@ def translation_loss(model: Transformer, batch, label_smoothing: float = 0.1) ->
 
 
 def translate(model: Transformer, sentences: list, src_vocab: Vocab, tgt_vocab: Vocab,
-              max_len: Optional[int] = None, batch_size: int = 250, device=None) -> list:
+              max_len: Optional[int] = None, batch_size: int = 250, device=None,
+              strict: bool = False) -> list:
     """Greedy translations of English strings, decoded by batches with a source padding mask.
+
+    Each sentence is first normalised with :meth:`Vocab.normalize <helpers.data.Vocab.normalize>`:
+    surrounding spaces and a final ``.``, ``!`` or ``?`` are dropped, and a word that differs
+    from the vocabulary only by its case takes the vocabulary's spelling ("The cat eats a
+    cake." is translated as "the cat eats a cake").
+
+    What the model cannot translate well gets a ``UserWarning`` (a ``ValueError`` with
+    ``strict=True``) instead of a fluent wrong answer: words the vocabulary lacks (they become
+    ``<unk>``; the warning names them), sentences longer than any in the course's corpus
+    (``LONGEST_SENTENCE`` words: the model has never seen one, and tends to stop early), and
+    translations cut at ``max_len`` tokens before ``<eos>``. A sentence longer than the
+    model's positional encoding is a ``ValueError`` either way.
 
     ``max_len`` caps the generated tokens (default: the longest source length + 10).
     """
     if isinstance(sentences, str):
         raise ValueError("translate expects a list of sentences, got one string; wrap it: [s]")
+    if max_len is not None:
+        check_sizes("translate", max_len=max_len)
+    check_sizes("translate", batch_size=batch_size)
+    normalized = [src_vocab.normalize(s) for s in sentences]
+    _report(strict, [f"sentence {i} ({s!r}): {', '.join(map(repr, unknown))}"
+                     for i, s in enumerate(normalized) if (unknown := src_vocab.unknown_words(s))],
+            "words the source vocabulary does not know become <unk>, and the translation will "
+            "be wrong")
+    _report(strict, [f"sentence {i} has {len(s.split())} words" for i, s in enumerate(normalized)
+                     if len(s.split()) > LONGEST_SENTENCE],
+            f"the course's corpus has at most {LONGEST_SENTENCE} words per sentence, so the "
+            "model has never seen one this long: expect a short or wrong translation")
     device = device or next(model.parameters()).device
-    results = []
-    for start in range(0, len(sentences), batch_size):
-        src = pad([src_vocab.encode(s) for s in sentences[start:start + batch_size]]).to(device)
-        limit = max_len or src.shape[1] + 10
+    results, cut = [], []
+    for start in range(0, len(normalized), batch_size):
+        src = pad([src_vocab.encode(s) for s in normalized[start:start + batch_size]]).to(device)
+        limit = src.shape[1] + 10 if max_len is None else max_len
         out = greedy_decode(model, src, limit, BOS_ID, EOS_ID, padding_mask(src, PAD_ID))
         results += [tgt_vocab.decode(row) for row in out]  # (B, <= limit + 1) -> strings
+        ended = (out[:, 1:] == EOS_ID).any(dim=1)  # (B,) False: stopped by the limit
+        cut += [f"sentence {start + i} (max_len={limit})"
+                for i in (~ended).nonzero().flatten().tolist()]
+    _report(strict, cut, "the translation reached max_len tokens without <eos>: it is cut short "
+            "(pass a larger max_len), or the model repeats itself")
     return results
+
+
+def _report(strict: bool, problems: list, why: str) -> None:
+    """One warning (or, with ``strict``, one ValueError) for all ``problems`` of a call."""
+    if problems:
+        message = f"translate: {why}: {'; '.join(problems)}"
+        if strict:
+            raise ValueError(message)
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _check_pairs(hypotheses: list, references: list):
@@ -282,18 +341,66 @@ def load_checkpoint(path, config: Optional[TransformerConfig] = None, device="cp
     """Rebuild the model saved by :func:`save_checkpoint`, in eval mode, on ``device``.
 
     With ``config``, first check that the checkpoint was saved with the same one; a
-    ``ValueError`` names every differing field.
+    ``ValueError`` names every differing field. Any other file (empty, truncated, a plain
+    ``state_dict``, ...) is a ``ValueError`` saying why it is not such a checkpoint. Loading is
+    always safe (``weights_only=True``): a checkpoint holds only tensors and plain types.
     """
-    saved = torch.load(path, map_location="cpu", weights_only=True)
-    saved_config = TransformerConfig(**saved["config"])
+    if config is not None and not isinstance(config, TransformerConfig):
+        raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}; "
+                        "build one with TransformerConfig(**your_dict)")
+    saved = _read_checkpoint(path)
+    try:
+        saved_config = TransformerConfig(**saved["config"])
+        src_vocab, tgt_vocab = Vocab(saved["src_vocab"]), Vocab(saved["tgt_vocab"])
+    except (TypeError, ValueError) as error:
+        raise _not_a_checkpoint(path, f"its config or vocabularies are damaged: {error}") from None
     if config is not None and config != saved_config:
         raise ValueError(f"the checkpoint {path} was saved with a different TransformerConfig: "
                          + "; ".join(_config_differences(saved_config, config)))
-    src_vocab, tgt_vocab = Vocab(saved["src_vocab"]), Vocab(saved["tgt_vocab"])
     model = build_model(saved_config, len(src_vocab), len(tgt_vocab))
-    model.load_state_dict(saved["state_dict"])
+    try:
+        model.load_state_dict(saved["state_dict"])
+    except (RuntimeError, TypeError, AttributeError) as error:
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise _not_a_checkpoint(path, f"its weights do not fit its config: {reason}") from None
     return Checkpoint(model.to(device).eval(), saved_config, src_vocab, tgt_vocab,
                       saved["metadata"])
+
+
+_CHECKPOINT_KEYS = ("format", "config", "src_vocab", "tgt_vocab", "state_dict", "metadata")
+
+
+def _not_a_checkpoint(path, why: str) -> ValueError:
+    return ValueError(f"{path} is not a checkpoint saved by save_checkpoint ({why})")
+
+
+def _read_checkpoint(path) -> dict:
+    """The dict that :func:`save_checkpoint` wrote, or a ValueError saying why ``path`` is not
+    one. torch's own messages are not passed on: for some files they advise turning safe
+    loading off, which would let a file run code on this machine."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):  # their message says it
+        raise
+    except Exception as error:  # torch raises many kinds for a damaged file
+        empty = isinstance(path, (str, Path)) and Path(path).stat().st_size == 0
+        why = ("the file is empty" if empty else
+               "torch.load cannot read it safely: the file is truncated or damaged, was not "
+               "written by torch.save, or holds Python objects other than tensors and plain "
+               f"types ({type(error).__name__})")
+        raise _not_a_checkpoint(path, why) from None
+    if not isinstance(saved, dict):
+        raise _not_a_checkpoint(path, f"it holds a {type(saved).__name__}, not a dict")
+    if saved and all(torch.is_tensor(v) for v in saved.values()):
+        raise _not_a_checkpoint(path, "it holds a plain state_dict, weights only; "
+                                "save_checkpoint also stores the config and the vocabularies")
+    missing = [key for key in _CHECKPOINT_KEYS if key not in saved]
+    if missing:
+        raise _not_a_checkpoint(path, f"it lacks the keys {', '.join(missing)}")
+    if saved["format"] != 1 or not isinstance(saved["config"], dict):
+        raise _not_a_checkpoint(path, f"format {saved['format']!r} with config "
+                                f"{type(saved['config']).__name__}; expected format 1, a dict")
+    return saved
 
 
 # ---------------------------------------------------------------------------------------------

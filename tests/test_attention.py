@@ -54,7 +54,7 @@ def test_scale_is_sqrt_d_k():
 
 def test_masked_keys_get_zero_weight_and_rows_sum_to_one():
     q, k, v = torch.randn(1, 4, 8), torch.randn(1, 4, 8), torch.randn(1, 4, 8)
-    mask = torch.tensor([True, True, False, True])
+    mask = torch.tensor([[True, True, False, True]])  # (1, Lk): the same keys for every query
     _, weights = scaled_dot_product_attention(q, k, v, mask)
     assert torch.all(weights[..., 2] == 0)
     assert torch.allclose(weights.sum(-1), torch.ones(1, 4))
