@@ -16,7 +16,9 @@ Regenerate the figures kept in ``assets/`` (``assets/architecture.png``) from th
 
     python -m helpers.course --write-assets
 
-which calls :func:`write_assets`.
+which calls :func:`write_assets`. After changing a notebook, store the outputs of a clean
+top-to-bottom run with ``python -m helpers.course --execute notebooks/NN_name.ipynb``
+(:func:`execute_in_place`).
 """
 
 import os
@@ -219,6 +221,28 @@ def write_assets(folder: Path = ASSETS) -> list:
     return [path]
 
 
+def execute_in_place(paths) -> None:
+    """Re-execute each notebook top to bottom in a new kernel (one torch thread, at most 300 s a
+    cell) and store its outputs, as a contributor must after changing one. It uses
+    :func:`helpers.bench.execute_notebook`, which does not stall at an ``interact`` cell the way
+    ``jupyter nbconvert --execute`` can."""
+    import nbformat
+
+    from .bench import execute_notebook
+
+    for path in map(Path, paths):
+        if path.suffix != ".ipynb" or not path.is_file():
+            raise SystemExit(f"not a notebook file: {path}")
+        notebook = nbformat.read(path, as_version=4)
+        one_thread = {**os.environ, "OMP_NUM_THREADS": "1"}
+        execute_notebook(notebook, path.resolve().parent, env=one_thread)
+        nbformat.write(notebook, path)
+        print(f"executed and saved {path}")
+
+
+USAGE = ("usage: python -m helpers.course --write-assets\n"
+         "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]")
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-assets"]:
         import matplotlib
@@ -226,6 +250,8 @@ if __name__ == "__main__":
         matplotlib.use("Agg")  # draw to files only, no window
         for written in write_assets():
             print(f"wrote {written}")
+    elif sys.argv[1:2] == ["--execute"] and sys.argv[2:]:
+        execute_in_place(sys.argv[2:])
     else:
-        print("usage: python -m helpers.course --write-assets")
+        print(USAGE)
         sys.exit(2)

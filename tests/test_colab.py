@@ -314,3 +314,29 @@ except ModuleNotFoundError as error:
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "BLEU needs the sacrebleu package: pip install 'sacrebleu==2.6.0'" in done.stdout
+
+
+def test_execute_in_place_stores_the_outputs_of_a_fresh_run(tmp_path):
+    """`python -m helpers.course --execute` runs every cell (an interact cell included, where
+    `jupyter nbconvert --execute` can stall) and saves the new outputs; a wrong path is refused."""
+    import nbformat
+
+    path = tmp_path / "tiny.ipynb"
+    notebook = nbformat.v4.new_notebook()
+    notebook.cells = [
+        nbformat.v4.new_code_cell("import os\nprint('threads', os.environ['OMP_NUM_THREADS'])"),
+        nbformat.v4.new_code_cell("from ipywidgets import interact\n"
+                                  "_ = interact(lambda n: print('n is', n), n=(1, 3))"),
+        nbformat.v4.new_code_cell("print(6 * 7)")]
+    nbformat.write(notebook, path)
+    done = subprocess.run([sys.executable, "-m", "helpers.course", "--execute", str(path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    cells = nbformat.read(path, as_version=4).cells
+    printed = ["".join(o.get("text", "") for o in c.outputs) for c in cells]
+    assert printed[0] == "threads 1\n" and printed[2] == "42\n"
+    assert [c.execution_count for c in cells] == [1, 2, 3]
+    wrong = subprocess.run([sys.executable, "-m", "helpers.course", "--execute",
+                            str(tmp_path / "missing.ipynb")], cwd=ROOT, capture_output=True,
+                           text=True, timeout=60)
+    assert wrong.returncode != 0 and "not a notebook file" in wrong.stderr
