@@ -16,7 +16,9 @@ module              what it holds                               notebook
 ``interop``         conversion to PyTorch's own modules          05, 07, 08
 ``utils``           seeding and device choice                    all
 ``plotting``        figures (draw only, no model code)           all
-``exercises``       ``check`` and ``solution`` for exercises     01-07
+``exercises``       ``check`` and ``solution`` for exercises     01-11
+``pitfalls``        the classic bugs by id (A1, ..., D4)         01-10
+``course``          setup cell, version check, re-execution      all
 ==================  ==========================================  ========
 
 Letters used in shape comments everywhere:

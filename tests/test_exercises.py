@@ -3,7 +3,7 @@
 
 The buggy variants live in the registry (``helpers.exercises.EXERCISES``); these tests iterate
 over it, so a new exercise is covered automatically. The explicit table ``PITFALL_HINTS`` names
-every PITFALLS.md id with the hint text a learner must see.
+every pitfall id (helpers/pitfalls.py) with the hint text a learner must see.
 """
 
 import math
@@ -72,8 +72,8 @@ def where(name):
 # The registry
 # --------------------------------------------------------------------------------------------
 
-# Every PITFALLS.md id that an exercise can catch, with the exercise and a piece of the hint
-# (PITFALLS.md's own words) that the learner must see.
+# Every pitfall id (helpers/pitfalls.py) that an exercise can catch, with the exercise and a
+# piece of the hint that the learner must see.
 PITFALL_HINTS = [
     ("A1", "scaled_dot_product_attention", "square root of the key dimension of one head"),
     ("A2", "scaled_dot_product_attention", "mask the scores before softmax"),

@@ -29,7 +29,8 @@ def test_reference_passes(capsys, name):
     assert out.startswith(f"✅ {name}: correct on all")
 
 
-# (exercise, pitfall name, PITFALLS.md id or None, a piece of the hint the learner must see)
+# (exercise, pitfall name, pitfall id (helpers/pitfalls.py) or None, a piece of the hint
+# the learner must see)
 EXPECTED = [
     ("embed_tokens", "embeddings not scaled", "T2", "multiply the embeddings by sqrt(d_model)"),
     ("embed_tokens", "positional encoding scaled too", "T2", "scale only the embeddings"),

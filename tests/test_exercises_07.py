@@ -27,7 +27,8 @@ def test_reference_passes(capsys, name):
     assert out.startswith(f"✅ {name}: correct on all")
 
 
-# (exercise, pitfall name, PITFALLS.md id or None, a piece of the hint the learner must see)
+# (exercise, pitfall name, pitfall id (helpers/pitfalls.py) or None, a piece of the hint
+# the learner must see)
 EXPECTED = [
     ("shift_right", "no shift", "T1", "shift the target right behind BOS"),
     ("shift_right", "shifted left", None, "shift right, not left"),

@@ -1,6 +1,6 @@
 """Notebook 10's exercises: ``beam_step`` and ``length_penalized_score``.
 
-The reference passes, each buggy variant fails with its hint (D1, D2 of PITFALLS.md and a few
+The reference passes, each buggy variant fails with its hint (D1, D2 of helpers/pitfalls.py and
 others), and an untouched stub is "not attempted yet".
 """
 
