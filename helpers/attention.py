@@ -7,221 +7,12 @@ Masks are boolean and **True means "may attend"** (the ``F.scaled_dot_product_at
 convention). Shapes: ``B`` batch, ``h`` heads, ``Lq`` queries, ``Lk`` keys, ``d_k`` head size.
 """
 
-import functools
 import math
 
 import torch
 from torch import nn
 
-# ---------------------------------------------------------------------------------------------
-# Input checks. Bad input gets a ValueError or TypeError naming what was expected and what was
-# given, before torch fails deep inside (or, worse, broadcasts it into a silent wrong answer).
-# Only shapes and dtypes are compared: no tensor is scanned, so the checks cost microseconds.
-# NaN and inf values are not looked for here (that would read every tensor on every call and
-# stall a GPU); helpers.training.train stops at the first non-finite loss instead.
-# ---------------------------------------------------------------------------------------------
-
-TOKEN_DTYPES = (torch.int64, torch.int32)  # the index dtypes nn.Embedding accepts
-
-
-def _kind(x) -> str:
-    """What ``x`` is, for error messages: a tensor's shape and dtype, else its type."""
-    if torch.is_tensor(x):
-        return f"a {x.dtype} tensor of shape {tuple(x.shape)}"
-    shape = getattr(x, "shape", None)
-    return f"{type(x).__module__}.{type(x).__name__}" + (f" of shape {shape}" if shape else "")
-
-
-def check_sizes(where: str, **sizes) -> None:
-    """Each size must be a whole number >= 1 (a bool or a float like 2.0 is refused)."""
-    for name, value in sizes.items():
-        if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"{where}: {name} must be a whole number (int), got {value!r}")
-        if value < 1:
-            raise ValueError(f"{where}: {name} must be at least 1, got {value}")
-
-
-def head_size(d_model: int, num_heads: int, where: str) -> int:
-    """``d_k = d_model / num_heads``, or a clear error when the heads cannot share d_model."""
-    check_sizes(where, d_model=d_model, num_heads=num_heads)
-    if d_model % num_heads != 0:
-        raise ValueError(
-            f"{where}: d_model={d_model} must be divisible by num_heads={num_heads} "
-            "so that every head gets d_k = d_model / num_heads features"
-        )
-    return d_model // num_heads
-
-
-@functools.lru_cache(maxsize=None)
-def _axes(layout: str):
-    """``"(B, 1, 1, L)"`` -> the axis names, and the sizes the layout itself fixes."""
-    names = tuple(layout.strip("()").split(", "))
-    return names, {name: int(name) for name in names if name.isdigit()}
-
-
-def check_tensor(x, where: str, layout: str, dtype=None, **sizes) -> None:
-    """``x`` must be a tensor with the axes of ``layout`` (e.g. ``"(B, L, d_model)"``), none
-    of them empty; ``sizes`` fixes some of them (``d_model=64``; None: any), as does a number
-    in the layout (``"(B, 1, 1, L)"``).
-
-    ``dtype``: None (any), ``"float"`` (any floating point), one ``torch.dtype`` or a tuple.
-    """
-    names, fixed = _axes(layout)
-    if not torch.is_tensor(x):
-        hint = "; convert it with torch.from_numpy(x)" if type(x).__module__ == "numpy" else ""
-        raise TypeError(f"{where} must be a torch.Tensor {layout}, got {_kind(x)}{hint}")
-    shape = x.shape
-    if len(shape) != len(names) or 0 in shape:
-        raise ValueError(f"{where} must have shape {layout} with no empty axis, "
-                         f"got {tuple(shape)}")
-    for axis, name in enumerate(names):
-        want = sizes.get(name, fixed.get(name))
-        if want is not None and shape[axis] != want:
-            expected = ", ".join(f"{n}={sizes[n]}" if sizes.get(n) is not None else n
-                                 for n in names)
-            raise ValueError(f"{where} must have shape ({expected}), got {tuple(shape)}")
-    if dtype is None or x.dtype == dtype:
-        return
-    if isinstance(dtype, torch.dtype) and dtype.is_floating_point and _autocast(x):
-        dtype = "float"  # under torch.autocast, layers hand on float16/bfloat16 activations
-    allowed = dtype if isinstance(dtype, tuple) else (dtype,)
-    if not (x.dtype in allowed or (dtype == "float" and x.is_floating_point())):
-        wanted = "a floating-point" if dtype == "float" else " or ".join(map(str, allowed))
-        hint = f"; convert it with .to({allowed[0]})" if dtype != "float" else ""
-        raise TypeError(f"{where} must have dtype {wanted}, got {x.dtype}{hint}")
-
-
-def _autocast(x: torch.Tensor) -> bool:
-    try:
-        return torch.is_autocast_enabled(x.device.type)
-    except (TypeError, RuntimeError):  # older torch, or a device type autocast does not know
-        return False
-
-
-def _broadcasts(shape, target) -> bool:
-    """Does ``shape`` broadcast to ``target`` (sizes equal or 1, counted from the right)?"""
-    if len(shape) > len(target):
-        return False
-    for s, t in zip(shape, target[len(target) - len(shape):], strict=True):
-        if s != 1 and s != t:
-            return False
-    return True
-
-
-def _broadcast_shape(*shapes):
-    """The shape that ``shapes`` broadcast to, or None (plain Python: torch.broadcast_shapes
-    costs about a second on its first call)."""
-    n = max(map(len, shapes))
-    padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
-    out = tuple(max(sizes) for sizes in zip(*padded, strict=True))
-    return out if all(_broadcasts(s, out) for s in shapes) else None
-
-
-def _expected_masks(target, names) -> str:
-    full = ", ".join(f"{n}={s}" for n, s in zip(names, target, strict=True))
-    return (f"a bool mask with 4 axes ({full}), 1 where it broadcasts, as a padding mask "
-            f"(B, 1, 1, Lk) or a combined mask (B, 1, Lq, Lk), or a 2-D (Lq, Lk) mask shared "
-            f"by the whole batch")
-
-
-def check_scores_mask(mask, scores_shape, where: str, names=None) -> None:
-    """``mask`` (or None) must be a bool tensor that broadcasts to the attention scores
-    ``scores_shape = (..., Lq, Lk)``, with 2 axes ``(Lq, Lk)`` or as many as the scores (a 3-D
-    mask for 4-D scores would line its batch axis up with the heads, a 1-D one could be a
-    ``(B,)`` vector or ``(Lk,)`` keys).
-
-    A 2-D mask whose first size is the batch size is refused even when it broadcasts:
-    a ``(B, S)`` padding mask with ``B == S`` reads as an ``(Lq, Lk)`` mask and silently
-    gives wrong outputs. (A look-ahead mask then goes in as ``mask[None, None]``.)
-    """
-    if mask is None:
-        return
-    scores_shape = tuple(scores_shape)
-    names = names or ("...",) * (len(scores_shape) - 2) + ("Lq", "Lk")
-    if not torch.is_tensor(mask):
-        raise TypeError(f"{where}: mask must be a bool torch.Tensor (True = may attend), "
-                        f"got {_kind(mask)}")
-    if mask.dtype != torch.bool:
-        raise TypeError(
-            f"{where}: mask must be a bool tensor (True = may attend), got dtype {mask.dtype}; "
-            "convert a 0/1 mask with mask.bool(), an additive float mask with mask == 0"
-        )
-    shape = tuple(mask.shape)
-    if 0 in shape:
-        raise ValueError(f"{where}: mask of shape {shape} has an empty axis; expected sizes "
-                         f"that broadcast to the attention scores {scores_shape}")
-    batch = scores_shape[0] if len(scores_shape) > 2 else 1
-    if mask.dim() == 2 and len(scores_shape) > 2 and batch > 1 and shape[0] == batch:
-        raise ValueError(
-            f"{where}: a 2-D mask is shared by every sentence, read as (Lq, Lk), but the first "
-            f"size of this one is the batch size {batch}: is it a (B, L) padding mask? Give it "
-            f"its 4 axes, "
-            f"mask[:, None, None, :] -> (B, 1, 1, L) (padding_mask() returns that shape); give "
-            f"a look-ahead mask as mask[None, None] -> (1, 1, Lq, Lk). Got mask {shape} for "
-            f"attention scores {scores_shape}"
-        )
-    if mask.dim() not in (2, len(scores_shape)) or not _broadcasts(shape, scores_shape):
-        raise ValueError(
-            f"{where}: mask of shape {shape} does not broadcast to the attention scores "
-            f"{scores_shape}; expected {_expected_masks(scores_shape, names)}"
-            if len(scores_shape) == 4 else
-            f"{where}: mask of shape {shape} does not broadcast to the attention scores "
-            f"(..., Lq, Lk) = {scores_shape}: expected a bool mask with 2 axes (Lq, Lk) or "
-            f"{len(scores_shape)} like the scores, 1 where it broadcasts"
-        )
-
-
-def check_mask(mask, batch: int, lq: int, lk, where: str, heads=None) -> None:
-    """``mask`` (or None) must suit attention scores ``(batch, heads, lq, lk)``.
-
-    ``heads=None`` accepts any head axis (the attention module checks it); ``lk=None`` any
-    number of keys (a KV cache adds keys the caller does not count).
-    """
-    if mask is None:
-        return
-    own = tuple(mask.shape) if torch.is_tensor(mask) else ()
-    heads = heads if heads is not None else (own[1] if len(own) == 4 else 1)
-    lk = lk if lk is not None else (own[-1] if own else 1)
-    check_scores_mask(mask, (batch, heads, lq, lk), where, ("B", "h", "Lq", "Lk"))
-
-
-def check_attention_inputs(query, key, value, mask):
-    """Clear errors for bad shapes, dtypes or masks, before torch would fail deep inside."""
-    for name, x in (("query", query), ("key", key), ("value", value)):
-        if not torch.is_tensor(x):
-            raise TypeError(f"attention: {name} must be a torch.Tensor, got {_kind(x)}")
-    qs, ks, vs = query.shape, key.shape, value.shape
-    if len(qs) < 2 or len(ks) < 2 or len(vs) < 2:
-        raise ValueError(
-            "attention expects query (..., Lq, d_k), key (..., Lk, d_k) and value (..., Lk, d_v), "
-            f"got {tuple(qs)}, {tuple(ks)}, {tuple(vs)}"
-        )
-    dtype = query.dtype
-    if not (dtype.is_floating_point and key.dtype == dtype and value.dtype == dtype):
-        raise TypeError(
-            "attention: query, key and value must share one floating-point dtype, got "
-            f"{query.dtype}, {key.dtype}, {value.dtype}; convert them, e.g. with .float()"
-        )
-    if qs[-1] != ks[-1] or qs[-1] == 0:
-        raise ValueError(
-            f"query and key must share their last size d_k (at least 1), got query "
-            f"{tuple(qs)} and key {tuple(ks)}"
-        )
-    if ks[-2] != vs[-2] or ks[-2] == 0:
-        raise ValueError(
-            f"key and value must have the same number of positions Lk (at least 1), got key "
-            f"{tuple(ks)} and value {tuple(vs)}"
-        )
-    lead = qs[:-2]
-    if not lead == ks[:-2] == vs[:-2]:  # the usual case skips the broadcasting rules
-        lead = _broadcast_shape(qs[:-2], ks[:-2], vs[:-2])
-    if lead is None:
-        raise ValueError(
-            "attention: the batch axes (all but the last two) of query, key and value must "
-            f"match, got query {tuple(qs)}, key {tuple(ks)} and value {tuple(vs)}"
-        )
-    if mask is not None:
-        check_scores_mask(mask, (*lead, qs[-2], ks[-2]), "attention")
+from .checks import check_attention_inputs, check_mask, check_tensor, head_size
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
@@ -293,28 +84,17 @@ class MultiHeadAttention(nn.Module):
         check_tensor(x, f"MultiHeadAttention: {name}", "(B, L, d_model)", self.w_q.weight.dtype,
                      B=batch, d_model=self.d_model)
 
-    def forward(self, query, key, value, mask=None, cache=None):
+    def forward(self, query, key, value, mask=None):
         """``query (B, Lq, d_model)``, ``key``/``value (B, Lk, d_model)`` -> ``(B, Lq, d_model)``.
 
         ``mask`` is bool, broadcastable to ``(B, h, Lq, Lk)``, True = may attend.
-        ``cache`` (a dict, used by decoding in notebook 10) keeps the projected keys and
-        values: new ones are appended for self-attention, and with ``cache["static"]`` they
-        are computed once (cross-attention over the encoder's memory) and reused.
         """
         self._check("query", query)
+        self._check("key", key, batch=query.shape[0])
+        self._check("value", value, batch=query.shape[0])
         q = split_heads(self.w_q(query), self.num_heads)  # (B, h, Lq, d_k)
-        if cache is not None and cache.get("static") and "k" in cache:
-            k, v = cache["k"], cache["v"]
-        else:
-            self._check("key", key, batch=query.shape[0])
-            self._check("value", value, batch=query.shape[0])
-            k = split_heads(self.w_k(key), self.num_heads)  # (B, h, Lk, d_k)
-            v = split_heads(self.w_v(value), self.num_heads)  # (B, h, Lk, d_k)
-            if cache is not None:
-                if "k" in cache:  # self-attention: the past keys and values come first
-                    k = torch.cat([cache["k"], k], dim=2)  # (B, h, Lpast + Lk, d_k)
-                    v = torch.cat([cache["v"], v], dim=2)
-                cache["k"], cache["v"] = k, v
+        k = split_heads(self.w_k(key), self.num_heads)  # (B, h, Lk, d_k)
+        v = split_heads(self.w_v(value), self.num_heads)  # (B, h, Lk, d_k)
         check_mask(mask, q.shape[0], q.shape[2], k.shape[2], "MultiHeadAttention", self.num_heads)
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         self.attention_weights = weights.detach()  # (B, h, Lq, Lk)

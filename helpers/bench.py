@@ -28,16 +28,11 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .data import batches, encode_pairs, make_corpus
+from .data import BOS_ID, EOS_ID, PAD_ID, batches, encode_pairs, make_corpus
 from .decoding import beam_search, greedy_decode
 from .interop import to_torch, torch_attn_mask, torch_key_padding_mask
-from .training import (
-    CORPUS_ARGS,
-    TransformerConfig,
-    build_model,
-    label_smoothed_nll,
-    load_translator,
-)
+from .model import TransformerConfig, build_model
+from .training import CORPUS_ARGS, label_smoothed_nll, load_translator
 from .utils import get_device, set_seed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,14 +67,14 @@ class TorchCore(nn.Module):
     def forward(self, src, tgt, src_mask, tgt_mask):
         ours = self.ours
         src_pad = torch_key_padding_mask(src_mask)  # (B, S), True = pad
-        memory = self.encoder(ours._embed(ours.src_embed, src, "src"), src_key_padding_mask=src_pad)
-        x = ours._embed(ours.tgt_embed, tgt, "tgt")
+        memory = self.encoder(ours.embed(ours.src_embed, src, "src"), src_key_padding_mask=src_pad)
+        x = ours.embed(ours.tgt_embed, tgt, "tgt")
         attn_mask = torch_attn_mask(tgt_mask, tgt.shape[0], self.num_heads)  # (B*h, T, T)
         x = self.decoder(x, memory, tgt_mask=attn_mask, memory_key_padding_mask=src_pad)
         return ours.generator(x)
 
 
-def training_step_fn(model, batch, pad_id=0):
+def training_step_fn(model, batch, pad_id=PAD_ID):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
     def step():
@@ -115,16 +110,20 @@ def bench_cache(model, src, src_mask, lengths=(16, 32, 64)):
     rows = []
     for n in lengths:
         # eos_id=-1 is never produced, so every one of the n steps runs
-        with_cache = timed(lambda n=n: greedy_decode(model, src, n, 1, -1, src_mask, True), 5, 1)
-        without = timed(lambda n=n: greedy_decode(model, src, n, 1, -1, src_mask, False), 5, 1)
+        def run(n, cached):
+            return greedy_decode(model, src, n, BOS_ID, -1, src_mask, use_cache=cached)
+        with_cache = timed(lambda n=n: run(n, True), 5, 1)
+        without = timed(lambda n=n: run(n, False), 5, 1)
         rows.append((n, with_cache, without))
     return rows
 
 
 def bench_beam(model, sentences, src_vocab, device, width=4, max_len=30):
     sources = [torch.tensor([[*src_vocab.encode(s)]], device=device) for s in sentences]
-    t_greedy = timed(lambda: [greedy_decode(model, s, max_len, 1, 2) for s in sources], 3, 1)
-    t_beam = timed(lambda: [beam_search(model, s, width, max_len, 1, 2) for s in sources], 3, 1)
+    t_greedy = timed(lambda: [greedy_decode(model, s, max_len, BOS_ID, EOS_ID)
+                              for s in sources], 3, 1)
+    t_beam = timed(lambda: [beam_search(model, s, width, max_len, BOS_ID, EOS_ID)
+                            for s in sources], 3, 1)
     return t_greedy / len(sources), t_beam / len(sources)
 
 

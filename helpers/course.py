@@ -240,8 +240,43 @@ def execute_in_place(paths) -> None:
         print(f"executed and saved {path}")
 
 
+def retrain_asset(path=None, progress: bool = True) -> dict:
+    """Retrain the shipped translator (``assets/translator.pt``) from scratch, save it to
+    ``path`` and return its metadata: ``train_translator``'s defaults, ``ASSET_STEPS`` steps."""
+    import inspect
+    import time
+
+    from .data import make_corpus
+    from .model import TransformerConfig
+    from .training import (
+        ASSET_PATH,
+        ASSET_STEPS,
+        CORPUS_ARGS,
+        evaluate,
+        save_checkpoint,
+        train_translator,
+    )
+
+    parameters = inspect.signature(train_translator).parameters.values()
+    defaults = {p.name: p.default for p in parameters
+                if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
+    training = {**defaults, "steps": ASSET_STEPS}
+    corpus, config = make_corpus(**CORPUS_ARGS), TransformerConfig.small()
+    start = time.perf_counter()
+    model, history = train_translator(corpus, config, progress=progress, **training)
+    seconds = time.perf_counter() - start
+    scores = evaluate(model, corpus.test, corpus.src_vocab, corpus.tgt_vocab)
+    metadata = {"corpus": dict(CORPUS_ARGS), "training": training,
+                "train_seconds": round(seconds, 1), "final_loss": history[-1],
+                "test_exact_match": scores["exact_match"], "test_bleu": scores["bleu"]}
+    save_checkpoint(path or ASSET_PATH, model, config, corpus.src_vocab, corpus.tgt_vocab,
+                    metadata)
+    return metadata
+
+
 USAGE = ("usage: python -m helpers.course --write-assets\n"
-         "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]")
+         "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]\n"
+         "       python -m helpers.course --retrain-asset [PATH]   (two torch threads)")
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-assets"]:
@@ -252,6 +287,11 @@ if __name__ == "__main__":
             print(f"wrote {written}")
     elif sys.argv[1:2] == ["--execute"] and sys.argv[2:]:
         execute_in_place(sys.argv[2:])
+    elif sys.argv[1:2] == ["--retrain-asset"] and len(sys.argv) <= 3:
+        import torch
+
+        torch.set_num_threads(2)
+        print(f"saved: {retrain_asset(*sys.argv[2:])}")
     else:
         print(USAGE)
         sys.exit(2)

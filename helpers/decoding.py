@@ -1,22 +1,27 @@
-"""Greedy decoding with a KV cache, and beam search. Taught in notebook 10.
+"""Greedy decoding, beam search and the KV cache. Taught in notebook 10.
 
 Both decoders run the model in eval mode under ``torch.no_grad()`` (and restore its mode after),
 and neither excludes any token id from generation.
 """
 
+import contextlib
+import math
+
 import torch
 
-from .attention import TOKEN_DTYPES, check_mask, check_sizes, check_tensor
+from .attention import merge_heads, scaled_dot_product_attention, split_heads
+from .checks import TOKEN_DTYPES, check_mask, check_sizes, check_tensor
+from .masks import causal_mask
 from .model import Transformer
 
 
-def _check_src(src, src_mask):
+def check_source(src, src_mask):
     """``src (B, S)`` token ids, and a source padding mask that broadcasts to ``(B, 1, 1, S)``."""
     check_tensor(src, "src (token ids)", "(B, S)", TOKEN_DTYPES)
     check_mask(src_mask, src.shape[0], 1, src.shape[1], "src_mask (the source padding mask)")
 
 
-def _check_limits(model, src, max_len, beam_size=None) -> None:
+def check_limits(model, src, max_len, beam_size=None) -> None:
     """Whole numbers >= 1, and lengths that fit the positional table: checked before decoding,
     not after minutes of it."""
     sizes = {"max_len": max_len} if beam_size is None else {"beam_size": beam_size,
@@ -31,20 +36,95 @@ def _check_limits(model, src, max_len, beam_size=None) -> None:
         )
 
 
-class _EvalMode:
+@contextlib.contextmanager
+def eval_mode(model):
     """Eval mode and no gradients while decoding; the model's mode is restored afterwards."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
 
-    def __init__(self, model):
-        self.model, self.was_training = model, model.training
-        self.no_grad = torch.no_grad()
 
-    def __enter__(self):
-        self.model.eval()
-        self.no_grad.__enter__()
+class KVCache:
+    """What the decoder has computed at earlier steps, kept for the next ones.
 
-    def __exit__(self, *exc):
-        self.no_grad.__exit__(*exc)
-        self.model.train(self.was_training)
+    Per decoder layer ``i``: ``self_kv[i]``, the self-attention keys and values of every target
+    position so far, ``(B, h, t, d_k)`` each, one position longer after every step; and
+    ``cross_kv[i]``, the cross-attention keys and values of the encoder's memory,
+    ``(B, h, S, d_k)``, computed at the first step and reused. ``length`` is ``t``.
+    """
+
+    def __init__(self, num_layers: int):
+        self.length = 0
+        self.self_kv = [None] * num_layers
+        self.cross_kv = [None] * num_layers
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep the rows of the beams that survive, in their new order (beam search)."""
+        def pick(kv):
+            return None if kv is None else tuple(t.index_select(0, index) for t in kv)
+        self.self_kv = [pick(kv) for kv in self.self_kv]
+        self.cross_kv = [pick(kv) for kv in self.cross_kv]
+
+
+def _keys_values(attn, x):
+    """Projected keys and values of ``x (B, L, d_model)``: two ``(B, h, L, d_k)`` tensors."""
+    return split_heads(attn.w_k(x), attn.num_heads), split_heads(attn.w_v(x), attn.num_heads)
+
+
+def _attend(attn, x, k, v, mask):
+    """Multi-head attention (notebook 03) of the queries of ``x`` over given keys and values."""
+    q = split_heads(attn.w_q(x), attn.num_heads)  # (B, h, T, d_k)
+    out, weights = scaled_dot_product_attention(q, k, v, mask)
+    attn.attention_weights = weights  # (B, h, T, Lk), as MultiHeadAttention keeps them
+    return attn.w_o(merge_heads(out))  # (B, T, d_model)
+
+
+def cached_decoder_layer(layer, x, memory, memory_mask, cache: KVCache, i: int):
+    """Decoder layer ``i`` (notebook 07) on the new positions ``x (B, T, d_model)`` only.
+
+    The same three sub-layers as ``DecoderLayer.forward`` (in eval mode: no dropout), but
+    self-attention reads the stored keys and values of the earlier positions, and the memory's
+    keys and values are projected once.
+    """
+    def self_attention(y):
+        k, v = _keys_values(layer.self_attn, y)  # (B, h, T, d_k): the new positions
+        if cache.self_kv[i] is not None:  # the earlier positions come first
+            k = torch.cat([cache.self_kv[i][0], k], dim=2)  # (B, h, t + T, d_k)
+            v = torch.cat([cache.self_kv[i][1], v], dim=2)
+        cache.self_kv[i] = (k, v)
+        # the new tokens see every stored one, and each other causally: (1, 1, T, t + T)
+        mask = causal_mask(k.shape[2], device=y.device)[None, None, k.shape[2] - y.shape[1]:]
+        return _attend(layer.self_attn, y, k, v, mask)
+
+    def cross_attention(y):
+        if cache.cross_kv[i] is None:  # the first step: the memory's keys and values, once
+            cache.cross_kv[i] = _keys_values(layer.cross_attn, memory)
+        return _attend(layer.cross_attn, y, *cache.cross_kv[i], memory_mask)
+
+    if layer.norm_first:
+        x = x + self_attention(layer.norm1(x))
+        x = x + cross_attention(layer.norm2(x))
+        return x + layer.feed_forward(layer.norm3(x))
+    x = layer.norm1(x + self_attention(x))
+    x = layer.norm2(x + cross_attention(x))
+    return layer.norm3(x + layer.feed_forward(x))
+
+
+def decode_step(model: Transformer, tokens, memory, cache: KVCache, src_mask=None):
+    """``Transformer.decode`` for the newest tokens ``(B, T)`` only (``T = 1`` in a decoding
+    loop); the earlier ones are in ``cache``, which this call extends. Returns ``(B, T, V)``."""
+    x = model.tgt_embed(tokens) * math.sqrt(model.d_model)  # as Transformer.embed, but the
+    x = model.positional(x, start=cache.length)  # positions count on from the stored ones
+    for i, layer in enumerate(model.decoder.layers):
+        x = cached_decoder_layer(layer, x, memory, src_mask, cache, i)
+    if model.decoder.norm is not None:  # pre-norm stacks end with one more LayerNorm
+        x = model.decoder.norm(x)
+    cache.length += tokens.shape[1]
+    return model.generator(x)  # (B, T, V)
 
 
 def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: int,
@@ -55,17 +135,19 @@ def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: in
     Decoding stops early when every row has finished. With ``use_cache`` each step feeds only
     the newest token and reuses the keys and values of the earlier ones (the KV cache).
     """
-    _check_src(src, src_mask)
-    _check_limits(model, src, max_len)  # before decoding, not after minutes of it
-    with _EvalMode(model):
+    check_source(src, src_mask)
+    check_limits(model, src, max_len)  # before decoding, not after minutes of it
+    with eval_mode(model):
         memory = model.encode(src, src_mask)  # (B, S, d_model)
         B = src.shape[0]
         ys = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(B, dtype=torch.bool, device=src.device)
-        cache = model.new_cache() if use_cache else None
+        cache = KVCache(len(model.decoder.layers)) if use_cache else None
         for _ in range(max_len):
-            new_tokens = ys[:, -1:] if use_cache else ys  # (B, 1) or (B, t)
-            logits = model.decode(new_tokens, memory, src_mask, cache=cache)  # (B, *, V)
+            if use_cache:  # only the newest token; the earlier ones are in the cache
+                logits = decode_step(model, ys[:, -1:], memory, cache, src_mask)  # (B, 1, V)
+            else:  # the whole prefix, every step
+                logits = model.decode(ys, memory, src_mask)  # (B, t, V)
             next_token = logits[:, -1].argmax(dim=-1)  # (B,)
             next_token = next_token.masked_fill(finished, eos_id)  # finished rows stay at EOS
             ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
@@ -73,15 +155,6 @@ def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: in
             if finished.all():
                 break
     return ys
-
-
-def _reorder_cache(cache: dict, index: torch.Tensor) -> None:
-    """Keep the cached keys/values of the beams that survive, in their new order."""
-    for layer in cache["layers"]:
-        for part in layer.values():
-            for key in ("k", "v"):
-                if key in part:
-                    part[key] = part[key].index_select(0, index)  # (n, h, L, d_k)
 
 
 def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: int,
@@ -96,24 +169,24 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
     """
     if src.dim() == 1:
         src = src[None]  # (S,) -> (1, S)
-    _check_src(src, src_mask)
+    check_source(src, src_mask)
     if src.shape[0] != 1:
         raise ValueError(
             f"beam_search decodes one sentence: src must be (1, S), got {tuple(src.shape)}")
-    _check_limits(model, src, max_len, beam_size)
+    check_limits(model, src, max_len, beam_size)
 
     def score(log_prob_sum, length):
         return log_prob_sum / length ** length_penalty
 
     finished = []  # (tokens, score)
-    with _EvalMode(model):
+    with eval_mode(model):
         memory = model.encode(src, src_mask)  # (1, S, d_model)
         tokens = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (n, t)
         sums = torch.zeros(1, device=src.device)  # (n,) summed log-probabilities
-        cache = model.new_cache()
+        cache = KVCache(len(model.decoder.layers))
         for step in range(1, max_len + 1):
             n = tokens.shape[0]
-            logits = model.decode(tokens[:, -1:], memory.expand(n, -1, -1), src_mask, cache=cache)
+            logits = decode_step(model, tokens[:, -1:], memory.expand(n, -1, -1), cache, src_mask)
             log_probs = logits[:, -1].log_softmax(dim=-1)  # (n, V)
             V = log_probs.shape[-1]
             candidates = (sums[:, None] + log_probs).flatten()  # (n * V,)
@@ -136,7 +209,7 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
             chosen = torch.tensor(keep_tokens, device=src.device)[:, None]  # (n, 1)
             tokens = torch.cat([tokens[index], chosen], dim=1)  # (n, t + 1)
             sums = torch.tensor(keep_sums, device=src.device)
-            _reorder_cache(cache, index)
+            cache.reorder(index)
     finished.sort(key=lambda pair: pair[1], reverse=True)
     return finished[:beam_size]
 

@@ -60,7 +60,8 @@ from typing import Any, Callable
 
 import torch
 
-from .attention import check_scores_mask, merge_heads, scaled_dot_product_attention, split_heads
+from .attention import merge_heads, scaled_dot_product_attention, split_heads
+from .checks import check_scores_mask
 from .layers import FeedForward, layer_norm
 from .masks import causal_mask, padding_mask
 from .positional import PositionalEncoding, sinusoidal_encoding

@@ -7,7 +7,8 @@ convention; :func:`torch_attn_mask` and :func:`torch_key_padding_mask` convert.
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention, _kind, check_mask, check_sizes, check_tensor
+from .attention import MultiHeadAttention
+from .checks import check_mask, check_sizes, check_tensor, describe
 from .layers import DecoderLayer, EncoderLayer, LayerNorm
 
 
@@ -110,7 +111,7 @@ def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int,
     check_sizes("torch_attn_mask", batch_size=batch_size, num_heads=num_heads)
     if not torch.is_tensor(mask) or mask.dim() not in (2, 4):
         raise ValueError("torch_attn_mask: expected our mask with 2 axes (Lq, Lk) or 4 "
-                         f"(B, h, Lq, Lk), got {_kind(mask)}")
+                         f"(B, h, Lq, Lk), got {describe(mask)}")
     Lq = mask.shape[-2] if query_len is None else query_len
     Lk = mask.shape[-1]
     check_mask(mask, batch_size, Lq, Lk, "torch_attn_mask", num_heads)

@@ -11,7 +11,8 @@ Attribute names follow ``nn.TransformerEncoderLayer`` so that ``helpers.interop`
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention, check_mask
+from .attention import MultiHeadAttention
+from .checks import check_mask
 
 
 def layer_norm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
@@ -65,7 +66,7 @@ class EncoderLayer(nn.Module):
         self.feed_forward = FeedForward(d_model, d_ff, dropout)
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
+        self.dropout1 = nn.Dropout(dropout)  # on each sub-layer's output (section 5.4)
         self.dropout2 = nn.Dropout(dropout)
 
     def _self_attention(self, x, mask):
@@ -76,10 +77,10 @@ class EncoderLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, mask=None) -> torch.Tensor:
         """``x (B, L, d_model)``; ``mask`` bool, broadcastable to ``(B, h, L, L)``."""
-        if self.norm_first:
+        if self.norm_first:  # pre-norm: x + Sublayer(LayerNorm(x))
             x = x + self._self_attention(self.norm1(x), mask)
             return x + self._feed_forward(self.norm2(x))
-        x = self.norm1(x + self._self_attention(x, mask))
+        x = self.norm1(x + self._self_attention(x, mask))  # post-norm: LayerNorm(x + Sublayer(x))
         return self.norm2(x + self._feed_forward(x))
 
 
@@ -96,38 +97,35 @@ class DecoderLayer(nn.Module):
         self.norm1 = LayerNorm(d_model)
         self.norm2 = LayerNorm(d_model)
         self.norm3 = LayerNorm(d_model)
-        self.dropout1 = nn.Dropout(dropout)
+        self.dropout1 = nn.Dropout(dropout)  # on each sub-layer's output (section 5.4)
         self.dropout2 = nn.Dropout(dropout)
         self.dropout3 = nn.Dropout(dropout)
 
-    def _self_attention(self, x, mask, cache):
-        return self.dropout1(self.self_attn(x, x, x, mask, cache=cache))
+    def _self_attention(self, x, mask):
+        return self.dropout1(self.self_attn(x, x, x, mask))
 
-    def _cross_attention(self, x, memory, mask, cache):
+    def _cross_attention(self, x, memory, mask):
         # queries from the decoder, keys and values from the encoder's output
-        return self.dropout2(self.cross_attn(x, memory, memory, mask, cache=cache))
+        return self.dropout2(self.cross_attn(x, memory, memory, mask))
 
     def _feed_forward(self, x):
         return self.dropout3(self.feed_forward(x))
 
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None, cache=None):
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
         """``x (B, T, d_model)``, ``memory (B, S, d_model)`` -> ``(B, T, d_model)``.
 
         ``tgt_mask`` broadcasts to ``(B, h, T, T)``, ``memory_mask`` to ``(B, h, T, S)``.
-        ``cache`` (notebook 10) is ``{"self": {}, "cross": {"static": True}}`` or None.
         """
-        self_cache = cache["self"] if cache is not None else None
-        cross_cache = cache["cross"] if cache is not None else None
-        if self.norm_first:
-            x = x + self._self_attention(self.norm1(x), tgt_mask, self_cache)
-            x = x + self._cross_attention(self.norm2(x), memory, memory_mask, cross_cache)
+        if self.norm_first:  # pre-norm: x + Sublayer(LayerNorm(x))
+            x = x + self._self_attention(self.norm1(x), tgt_mask)
+            x = x + self._cross_attention(self.norm2(x), memory, memory_mask)
             return x + self._feed_forward(self.norm3(x))
-        x = self.norm1(x + self._self_attention(x, tgt_mask, self_cache))
-        x = self.norm2(x + self._cross_attention(x, memory, memory_mask, cross_cache))
+        x = self.norm1(x + self._self_attention(x, tgt_mask))  # post-norm
+        x = self.norm2(x + self._cross_attention(x, memory, memory_mask))
         return self.norm3(x + self._feed_forward(x))
 
 
-def _stack(make_layer, n: int) -> nn.ModuleList:
+def layer_stack(make_layer, n: int) -> nn.ModuleList:
     # A fresh layer each time, so every layer starts from its own random weights
     # (nn.TransformerEncoder deep-copies one layer, so all of its layers start equal).
     if n < 1:
@@ -142,9 +140,9 @@ class Encoder(nn.Module):
                  dropout: float = 0.1, norm_first: bool = False):
         super().__init__()
         self.norm_first = norm_first
-        self.layers = _stack(
+        self.layers = layer_stack(
             lambda: EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first), num_layers)
-        self.norm = LayerNorm(d_model) if norm_first else None
+        self.norm = LayerNorm(d_model) if norm_first else None  # pre-norm's final LayerNorm
 
     def forward(self, x: torch.Tensor, mask=None) -> torch.Tensor:
         check_mask(mask, x.shape[0], x.shape[1], x.shape[1], "Encoder")  # before any work
@@ -160,18 +158,14 @@ class Decoder(nn.Module):
                  dropout: float = 0.1, norm_first: bool = False):
         super().__init__()
         self.norm_first = norm_first
-        self.layers = _stack(
+        self.layers = layer_stack(
             lambda: DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first), num_layers)
-        self.norm = LayerNorm(d_model) if norm_first else None
+        self.norm = LayerNorm(d_model) if norm_first else None  # pre-norm's final LayerNorm
 
-    def new_cache(self) -> list:
-        """An empty KV cache: one ``{"self", "cross"}`` pair of dicts per layer (notebook 10)."""
-        return [{"self": {}, "cross": {"static": True}} for _ in self.layers]
-
-    def forward(self, x, memory, tgt_mask=None, memory_mask=None, cache=None):
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
         B, T, S = x.shape[0], x.shape[1], memory.shape[1]
-        check_mask(tgt_mask, B, T, None, "Decoder: tgt_mask")  # Lk: T plus what a cache holds
+        check_mask(tgt_mask, B, T, T, "Decoder: tgt_mask")  # before any work
         check_mask(memory_mask, B, T, S, "Decoder: memory_mask")
-        for i, layer in enumerate(self.layers):
-            x = layer(x, memory, tgt_mask, memory_mask, None if cache is None else cache[i])
+        for layer in self.layers:  # every layer reads the same memory
+            x = layer(x, memory, tgt_mask, memory_mask)
         return x if self.norm is None else self.norm(x)

@@ -1,38 +1,51 @@
 """The whole encoder-decoder Transformer (Figure 1 of the paper). Taught in notebook 08."""
 
 import math
+from dataclasses import asdict, dataclass
 
 import torch
 from torch import nn
 
-from .attention import TOKEN_DTYPES, check_sizes, check_tensor
+from .checks import TOKEN_DTYPES, check_sizes, check_tensor
 from .layers import Decoder, Encoder
 from .masks import causal_mask
 from .positional import PositionalEncoding
 
 
+@dataclass
+class TransformerConfig:
+    """The sizes of a :class:`Transformer`, in one place. The defaults are the paper's base model
+    (Table 3); :meth:`small` is the course's model, which trains on a laptop CPU in a minute."""
+
+    d_model: int = 512          # width of every token vector
+    num_heads: int = 8          # h, attention heads per layer; d_k = d_model / h
+    num_layers: int = 6         # N, encoder layers, and as many decoder layers
+    d_ff: int = 2048            # hidden width of the feed-forward network
+    dropout: float = 0.1        # P_drop on sub-layers, embeddings and attention
+    max_len: int = 5000         # longest sequence the positional encoding table covers
+    norm_first: bool = False    # False: post-norm as in the paper; True: pre-norm
+    tie_weights: bool = False   # share the target embedding and the output projection
+
+    @classmethod
+    def small(cls) -> "TransformerConfig":
+        """About 0.3 M parameters: 2 + 2 layers of width 64, enough for the course's corpus."""
+        return cls(d_model=64, num_heads=4, num_layers=2, d_ff=256, dropout=0.1)
+
+
+PAPER = TransformerConfig()  # the defaults of Transformer's arguments
+
+
 class Transformer(nn.Module):
-    """Embeddings + positions -> encoder -> decoder -> linear projection to the target vocabulary.
+    """Embeddings + positions -> encoder -> decoder -> projection to the target vocabulary.
 
-    **Why embeddings are multiplied by sqrt(d_model)** (section 3.4). The positional encoding is
-    added to the token embedding, and its entries are sines and cosines of size about 1 (root
-    mean square 1/sqrt(2)). The embeddings here start as ``N(0, 1/d_model)`` (the scale that
-    suits an embedding matrix shared with the output projection, whose logits should start
-    small), so each entry is about ``1/sqrt(d_model)``: tiny next to the positions, and the
-    model would at first hardly see which token is where. Multiplying by ``sqrt(d_model)`` puts
-    every entry back on the scale of 1, the same as the positional encoding, so neither drowns
-    the other. (With ``nn.Embedding``'s own ``N(0, 1)`` start the factor would instead make the
-    tokens ``sqrt(d_model)`` times louder than the positions: the scale and the initialisation
-    go together.)
-
-    ``tie_weights=True`` shares one matrix between the target embedding and the output
-    projection, as the paper does.
+    Why the embeddings are multiplied by sqrt(d_model), and why ``tie_weights`` shares one
+    matrix between the target embedding and the output projection: notebook 08, section 3.
     """
 
-    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model: int = 512,
-                 num_heads: int = 8, num_layers: int = 6, d_ff: int = 2048,
-                 dropout: float = 0.1, max_len: int = 5000, norm_first: bool = False,
-                 tie_weights: bool = False):
+    def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model=PAPER.d_model,
+                 num_heads=PAPER.num_heads, num_layers=PAPER.num_layers, d_ff=PAPER.d_ff,
+                 dropout=PAPER.dropout, max_len=PAPER.max_len, norm_first=PAPER.norm_first,
+                 tie_weights=PAPER.tie_weights):
         super().__init__()
         check_sizes("Transformer", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                     d_model=d_model, num_heads=num_heads, num_layers=num_layers, d_ff=d_ff,
@@ -42,12 +55,12 @@ class Transformer(nn.Module):
         self.tgt_vocab_size = tgt_vocab_size
         self.src_embed = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
-        self.positional = PositionalEncoding(d_model, max_len, dropout)
+        self.positional = PositionalEncoding(d_model, max_len, dropout)  # shared, no parameters
         self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
         self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
-        self.generator = nn.Linear(d_model, tgt_vocab_size)
+        self.generator = nn.Linear(d_model, tgt_vocab_size)  # the output projection
         self._init_weights()
-        if tie_weights:
+        if tie_weights:  # one matrix, two uses (section 3.4)
             self.generator.weight = self.tgt_embed.weight
 
     def _init_weights(self):
@@ -57,53 +70,45 @@ class Transformer(nn.Module):
             if p.dim() > 1 and "embed" not in name:
                 nn.init.xavier_uniform_(p)
 
-    def _embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str, start: int = 0):
+    def embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str) -> torch.Tensor:
+        """Token ids ``(B, L)`` -> ``embedding(tokens) * sqrt(d_model)`` plus positions."""
         check_tensor(tokens, f"Transformer: {name} (token ids)", "(B, L)", TOKEN_DTYPES)
         if tokens.min() < 0 or tokens.max() >= embedding.num_embeddings:
             raise ValueError(
                 f"{name} holds token ids from {int(tokens.min())} to {int(tokens.max())}, but "
                 f"the vocabulary has ids 0..{embedding.num_embeddings - 1}"
             )
-        x = embedding(tokens) * math.sqrt(self.d_model)  # (B, L, d_model)
-        return self.positional(x, start)
+        x = embedding(tokens) * math.sqrt(self.d_model)  # (B, L, d_model): tokens scaled, not PE
+        return self.positional(x)
 
     def encode(self, src: torch.Tensor, src_mask=None) -> torch.Tensor:
         """``src (B, S)`` token ids -> memory ``(B, S, d_model)``."""
-        return self.encoder(self._embed(self.src_embed, src, "src"), src_mask)
+        return self.encoder(self.embed(self.src_embed, src, "src"), src_mask)
 
-    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None) -> torch.Tensor:
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None) -> torch.Tensor:
         """``tgt (B, T)`` token ids and ``memory (B, S, d_model)`` -> logits ``(B, T, V)``.
 
         ``tgt_mask=None`` means the causal mask alone; a given ``tgt_mask`` is used as it is.
-        With a ``cache`` from :meth:`new_cache`, ``tgt`` holds only the new tokens.
         """
-        start = 0 if cache is None else cache["length"]
-        x = self._embed(self.tgt_embed, tgt, "tgt", start)
-        T = tgt.shape[1]
+        x = self.embed(self.tgt_embed, tgt, "tgt")
         if memory.dim() != 3 or memory.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"memory must be (B, S, d_model) with the batch size of tgt ({tgt.shape[0]}), "
                 f"got {tuple(memory.shape)}"
             )
-        if tgt_mask is None:
-            # (1, 1, T, start + T): the new tokens see every cached one and the causal part of
-            # the rest; 4 axes, so that it cannot be mistaken for a (B, T) padding mask
-            tgt_mask = causal_mask(start + T, device=tgt.device)[None, None, start:]
-        layers_cache = None if cache is None else cache["layers"]
-        x = self.decoder(x, memory, tgt_mask, src_mask, layers_cache)
-        if cache is not None:
-            cache["length"] += T
-        return self.generator(x)  # (B, T, V)
+        if tgt_mask is None:  # (1, 1, T, T): 4 axes, so it cannot pass for a (B, T) padding mask
+            tgt_mask = causal_mask(tgt.shape[1], device=tgt.device)[None, None]
+        return self.generator(self.decoder(x, memory, tgt_mask, src_mask))  # (B, T, V)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> torch.Tensor:
-        """Teacher forcing: ``src (B, S)`` and ``tgt (B, T)`` (shifted right, BOS first) -> logits
-        ``(B, T, V)``."""
+        """Teacher forcing: ``src (B, S)``, ``tgt (B, T)`` shifted right -> ``(B, T, V)``."""
         if src.dim() == 2 and tgt.dim() == 2 and src.shape[0] != tgt.shape[0]:
             raise ValueError(
                 f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}"
             )
         return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
 
-    def new_cache(self) -> dict:
-        """An empty KV cache for incremental decoding (notebook 10)."""
-        return {"length": 0, "layers": self.decoder.new_cache()}
+
+def build_model(config: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
+    """A fresh :class:`Transformer` with the sizes of ``config``."""
+    return Transformer(src_vocab_size, tgt_vocab_size, **asdict(config))

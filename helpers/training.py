@@ -2,7 +2,6 @@
 
 The pieces, in the order notebook 09 builds them:
 
-* :class:`TransformerConfig` and :func:`build_model`: the model's sizes in one dataclass;
 * :func:`label_smoothed_nll`: cross-entropy with label smoothing (section 5.4 of the paper);
 * :func:`transformer_lr`, :func:`warmup_schedule`, :func:`make_optimizer`: Adam with the
   paper's warm-up learning rate (section 5.3, equation 3);
@@ -12,17 +11,15 @@ The pieces, in the order notebook 09 builds them:
   translation task on the corpus of :mod:`helpers.data`;
 * :func:`save_checkpoint`, :func:`load_checkpoint`: config + vocabularies + weights in one file;
 * :func:`train_translator` and :func:`load_translator`: the course's shipped model
-  (``assets/translator.pt``), retrained with ``python -m helpers.training --retrain-asset``.
+  (``assets/translator.pt``), retrained with ``python -m helpers.course --retrain-asset``.
 
 Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` vocabulary size.
 """
 
-import argparse
 import dataclasses
 import math
 import time
 import warnings
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
@@ -30,54 +27,15 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from tqdm.auto import tqdm
 
-from .attention import check_sizes
-from .data import (
-    BOS_ID,
-    EOS_ID,
-    LONGEST_SENTENCE,
-    PAD_ID,
-    Vocab,
-    batches,
-    encode_pairs,
-    make_corpus,
-    pad,
-)
+from .checks import check_sizes
+from .data import BOS_ID, EOS_ID, PAD_ID, Vocab, batches, encode_pairs, pad
 from .decoding import greedy_decode
+from .lexicon import LONGEST_SENTENCE
 from .masks import padding_mask
-from .model import Transformer
+from .model import Transformer, TransformerConfig, build_model
 from .utils import set_seed
 
 ASSET_PATH = Path(__file__).resolve().parents[1] / "assets" / "translator.pt"
-
-# ---------------------------------------------------------------------------------------------
-# The model's configuration
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass
-class TransformerConfig:
-    """The sizes of a :class:`~helpers.model.Transformer`. The defaults are the paper's base model
-    (Table 3); :meth:`small` is the course's model, which trains on a laptop CPU in a minute."""
-
-    d_model: int = 512          # width of every token vector (paper: 512)
-    num_heads: int = 8          # h, attention heads per layer; d_k = d_model / h (paper: 8)
-    num_layers: int = 6         # N, encoder layers, and as many decoder layers (paper: 6)
-    d_ff: int = 2048            # hidden width of the feed-forward network (paper: 2048)
-    dropout: float = 0.1        # P_drop on sub-layers, embeddings and attention (paper: 0.1)
-    max_len: int = 5000         # longest sequence the positional encoding table covers
-    norm_first: bool = False    # False: post-norm as in the paper; True: pre-norm
-    tie_weights: bool = False   # share the target embedding and the output projection
-
-    @classmethod
-    def small(cls) -> "TransformerConfig":
-        """About 0.3 M parameters: 2 + 2 layers of width 64, enough for the course's corpus."""
-        return cls(d_model=64, num_heads=4, num_layers=2, d_ff=256, dropout=0.1)
-
-
-def build_model(config: TransformerConfig, src_vocab_size: int, tgt_vocab_size: int) -> Transformer:
-    """A fresh :class:`~helpers.model.Transformer` with the sizes of ``config``."""
-    return Transformer(src_vocab_size, tgt_vocab_size, **dataclasses.asdict(config))
-
 
 def count_parameters(model: torch.nn.Module) -> int:
     """Trainable parameters (a tied matrix counts once)."""
@@ -408,8 +366,7 @@ def _read_checkpoint(path) -> dict:
 # ---------------------------------------------------------------------------------------------
 
 CORPUS_ARGS = {"seed": 0, "num_train": 20000, "num_valid": 500, "num_test": 1000}
-TRAINING_ARGS = {"steps": 2000, "batch_size": 128, "warmup": 200, "lr_scale": 1.0,
-                 "label_smoothing": 0.1, "clip_norm": 1.0, "seed": 0}
+ASSET_STEPS = 2000  # the shipped model trains longer than train_translator's default
 
 
 def train_translator(corpus, config: Optional[TransformerConfig] = None, steps: int = 600,
@@ -444,39 +401,3 @@ def load_translator(path=ASSET_PATH, device="cpu") -> Checkpoint:
     ``metadata["corpus"]`` holds the :func:`~helpers.data.make_corpus` arguments of its corpus.
     """
     return load_checkpoint(path, device=device)
-
-
-def retrain_asset(path=ASSET_PATH, progress: bool = True) -> dict:
-    """Retrain the shipped translator from scratch and save it to ``path``; returns metadata."""
-    corpus = make_corpus(**CORPUS_ARGS)
-    config = TransformerConfig.small()
-    start = time.perf_counter()
-    model, history = train_translator(corpus, config, progress=progress, **TRAINING_ARGS)
-    seconds = time.perf_counter() - start
-    scores = evaluate(model, corpus.test, corpus.src_vocab, corpus.tgt_vocab)
-    metadata = {"corpus": dict(CORPUS_ARGS), "training": dict(TRAINING_ARGS),
-                "train_seconds": round(seconds, 1), "final_loss": history[-1],
-                "test_exact_match": scores["exact_match"], "test_bleu": scores["bleu"]}
-    save_checkpoint(path, model, config, corpus.src_vocab, corpus.tgt_vocab, metadata)
-    return metadata
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--retrain-asset", action="store_true",
-                        help=f"retrain the shipped translator and save it to {ASSET_PATH}")
-    parser.add_argument("--output", type=Path, default=ASSET_PATH, help="where to save it")
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
-    args = parser.parse_args(argv)
-    if not args.retrain_asset:
-        parser.print_help()
-        return
-    torch.set_num_threads(args.threads)
-    metadata = retrain_asset(args.output)
-    size = args.output.stat().st_size / 2 ** 20
-    print(f"saved {args.output} ({size:.2f} MiB): " + ", ".join(
-        f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}" for k, v in metadata.items()))
-
-
-if __name__ == "__main__":
-    main()

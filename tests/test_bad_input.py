@@ -25,11 +25,12 @@ from helpers.attention import (
     scaled_dot_product_attention,
     split_heads,
 )
-from helpers.data import LONGEST_SENTENCE, Vocab, make_corpus
+from helpers.data import Vocab, make_corpus
 from helpers.decoding import beam_search, greedy_decode
 from helpers.exercises import EXERCISES, check
 from helpers.interop import to_torch, torch_attn_mask, torch_key_padding_mask
 from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+from helpers.lexicon import LONGEST_SENTENCE
 from helpers.masks import causal_mask
 from helpers.model import Transformer
 from helpers.positional import PositionalEncoding

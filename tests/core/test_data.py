@@ -6,24 +6,18 @@ import pytest
 import torch
 
 from helpers.data import (
-    ADJECTIVES,
     BOS_ID,
     EOS_ID,
-    NOUNS,
     PAD_ID,
     SPECIAL_TOKENS,
     UNK_ID,
-    NounPhrase,
-    Sentence,
     Vocab,
     batches,
-    conjugate,
     encode_pairs,
-    fits,
     make_batch,
     make_corpus,
-    render,
 )
+from helpers.lexicon import ADJECTIVES, NOUNS, NounPhrase, Sentence, conjugate, fits, render
 
 
 @pytest.fixture(scope="module")

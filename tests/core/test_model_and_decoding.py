@@ -6,11 +6,12 @@ import math
 import pytest
 import torch
 
-from helpers.decoding import beam_search, greedy_decode
+from helpers.data import BOS_ID as BOS
+from helpers.data import EOS_ID as EOS
+from helpers.data import PAD_ID as PAD
+from helpers.decoding import KVCache, beam_search, decode_step, greedy_decode
 from helpers.masks import causal_mask, padding_mask
 from helpers.model import Transformer
-
-PAD, BOS, EOS = 0, 1, 2
 
 
 def tiny_model(vocab=12, seed=0, **kwargs):
@@ -119,15 +120,35 @@ def test_kv_cache_gives_the_same_tokens(seed):
     assert torch.equal(cached, plain)
 
 
-def test_kv_cache_logits_match_recomputation():
+@pytest.mark.parametrize("norm_first", [False, True])
+@pytest.mark.parametrize("chunk", [1, 2])  # new tokens per step: causal among themselves too
+def test_kv_cache_logits_match_recomputation(norm_first, chunk):
+    model = tiny_model(norm_first=norm_first)
+    src, tgt = torch.randint(3, 12, (2, 6)), torch.randint(3, 12, (2, 6))
+    src[1, 4:] = PAD
+    src_mask = padding_mask(src, PAD)
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        full = model.decode(tgt, memory, src_mask)
+        cache = KVCache(len(model.decoder.layers))
+        steps = [decode_step(model, tgt[:, t:t + chunk], memory, cache, src_mask)
+                 for t in range(0, 6, chunk)]
+    torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-4)  # logits ~30
+    assert cache.length == 6
+    assert cache.self_kv[0][0].shape == (2, 4, 6, 8)  # (B, h, t, d_k): one row per position
+    assert cache.cross_kv[1][1].shape == (2, 4, 6, 8)  # (B, h, S, d_k): the memory, once
+
+
+def test_kv_cache_reorder_keeps_the_chosen_rows():
     model = tiny_model()
-    src, tgt = torch.randint(3, 12, (2, 6)), torch.randint(3, 12, (2, 5))
-    memory = model.encode(src)
-    full = model.decode(tgt, memory)
-    cache = model.new_cache()
-    steps = [model.decode(tgt[:, t:t + 1], memory, cache=cache) for t in range(5)]
-    assert (torch.cat(steps, dim=1) - full).abs().max() <= 1e-5
-    assert cache["length"] == 5
+    src, tgt = torch.randint(3, 12, (3, 5)), torch.randint(3, 12, (3, 2))
+    cache = KVCache(len(model.decoder.layers))
+    with torch.no_grad():
+        decode_step(model, tgt, model.encode(src), cache)
+    before = cache.self_kv[0][0].clone()
+    cache.reorder(torch.tensor([2, 0, 0]))
+    assert torch.equal(cache.self_kv[0][0], before[[2, 0, 0]])
+    assert cache.cross_kv[1][0].shape[0] == 3
 
 
 def test_batched_greedy_equals_one_by_one_with_padding():

@@ -1,0 +1,366 @@
+"""The words and the grammar of the course's English -> French corpus (notebook 09).
+
+Nothing can be downloaded, so the course writes its own parallel corpus from a small grammar;
+:mod:`helpers.data` samples the splits from it and turns them into vocabularies and batches.
+It is small enough to train on a laptop CPU in a minute or two, yet it holds the things a
+translation model has to learn, and that show up in its attention maps (notebook 11):
+
+* **word order**: most French adjectives follow the noun ("the red car" -> "la voiture rouge"),
+  a few precede it ("a big dog" -> "un grand chien"), so "the big red car" -> "la grande voiture
+  rouge" moves one adjective and keeps the other;
+* **agreement**: articles and adjectives take the noun's gender and number (le/la/les,
+  un/une/des, ce/cette/ces, mon/ma/mes; rouge/rouges, petit/petite/petits/petites), also across
+  the verb ("the cars are small" -> "les voitures sont petites");
+* **conjugation**: the present tense of regular -er verbs by person (je regarde, tu regardes,
+  il regarde, nous regardons, vous regardez, ils regardent), of avoir and être;
+* and a few smaller rules: "je" -> "j'" before a vowel (j'aime, j'ai), "nous mangeons",
+  "des" -> "de" before an adjective ("some big dogs" -> "de grands chiens"), irregular forms
+  (chevaux, vieille, belles, heureuses), and two English words for one French word
+  ("listen to" -> "écouter", "you all" -> "vous").
+
+Each sentence has exactly one correct translation: English "you" is always "tu" and "you all"
+is "vous"; "they" is "ils" (English does not say whether "they" are all women, so "elles" would
+be a guess; feminine plurals come from nouns: "the girls are happy" -> "les filles sont
+heureuses").
+
+The test split checks **compositional generalisation**: two (noun, adjective) combinations per
+noun, such as "red cow" with the default seed, never appear in the training (or validation)
+sentences, only in the test sentences ("we touch these red cows" -> "nous touchons ces vaches
+rouges"), while every word and every word form does appear in training.
+"""
+
+import random
+from dataclasses import dataclass
+
+# The longest English sentence the grammar writes: a subject with a determiner, two adjectives
+# and a noun (4 words), a two-word verb ("listen to"), an object like the subject (4 words).
+LONGEST_SENTENCE = 10
+
+# ---------------------------------------------------------------------------------------------
+# The lexicon
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Noun:
+    english: str         # singular, e.g. "horse"
+    english_plural: str  # "horses"
+    french: str          # "cheval"
+    french_plural: str   # "chevaux"
+    gender: str          # "m" or "f": decides the article and the adjective forms
+    animate: bool        # animate nouns may be subjects ("the horse watches ...")
+
+
+def _noun(english, french, gender, animate=False, english_plural=None, french_plural=None):
+    return Noun(english, english_plural or english + "s", french, french_plural or french + "s",
+                gender, animate)
+
+
+NOUNS = [
+    # animate, masculine
+    _noun("dog", "chien", "m", True), _noun("cat", "chat", "m", True),
+    _noun("boy", "garçon", "m", True), _noun("horse", "cheval", "m", True, None, "chevaux"),
+    _noun("bird", "oiseau", "m", True, None, "oiseaux"), _noun("rabbit", "lapin", "m", True),
+    _noun("wolf", "loup", "m", True, "wolves"), _noun("king", "roi", "m", True),
+    _noun("monkey", "singe", "m", True), _noun("tiger", "tigre", "m", True),
+    _noun("duck", "canard", "m", True),
+    # animate, feminine
+    _noun("girl", "fille", "f", True), _noun("woman", "femme", "f", True, "women"),
+    _noun("cow", "vache", "f", True), _noun("hen", "poule", "f", True),
+    _noun("queen", "reine", "f", True), _noun("mouse", "souris", "f", True, "mice", "souris"),
+    _noun("turtle", "tortue", "f", True), _noun("frog", "grenouille", "f", True),
+    _noun("goat", "chèvre", "f", True), _noun("mother", "mère", "f", True),
+    # things, masculine
+    _noun("book", "livre", "m"), _noun("cake", "gâteau", "m", False, None, "gâteaux"),
+    _noun("boat", "bateau", "m", False, None, "bateaux"), _noun("bike", "vélo", "m"),
+    _noun("truck", "camion", "m"), _noun("pen", "stylo", "m"), _noun("bag", "sac", "m"),
+    _noun("hat", "chapeau", "m", False, None, "chapeaux"),
+    _noun("coat", "manteau", "m", False, None, "manteaux"), _noun("ball", "ballon", "m"),
+    _noun("knife", "couteau", "m", False, "knives", "couteaux"), _noun("pencil", "crayon", "m"),
+    _noun("basket", "panier", "m"), _noun("piano", "piano", "m"),
+    _noun("newspaper", "journal", "m", False, None, "journaux"), _noun("cheese", "fromage", "m"),
+    # things, feminine
+    _noun("car", "voiture", "f"), _noun("house", "maison", "f"), _noun("table", "table", "f"),
+    _noun("chair", "chaise", "f"), _noun("apple", "pomme", "f"), _noun("flower", "fleur", "f"),
+    _noun("letter", "lettre", "f"), _noun("dress", "robe", "f", False, "dresses"),
+    _noun("cup", "tasse", "f"), _noun("lamp", "lampe", "f"), _noun("door", "porte", "f"),
+    _noun("window", "fenêtre", "f"), _noun("shirt", "chemise", "f"), _noun("key", "clé", "f"),
+    _noun("box", "boîte", "f", False, "boxes"), _noun("song", "chanson", "f"),
+    _noun("bottle", "bouteille", "f"), _noun("map", "carte", "f"),
+    _noun("banana", "banane", "f"), _noun("pie", "tarte", "f"),
+]
+FOODS = ("apple", "cake", "cheese", "banana", "pie")  # the only things one may "eat"
+
+
+@dataclass(frozen=True)
+class Adjective:
+    english: str
+    forms: tuple  # French (masculine singular, feminine singular, masculine plural, fem. plural)
+    before_noun: bool  # French position: "un grand chien" (True), "un chien rouge" (False)
+    rank: int  # English order: opinion 1, size 2, quality 3, age 4, colour 5 ("big old red")
+    describes: str = "any"  # "animate", "thing" or "any": keeps random sentences sensible
+
+
+def _adjective(english, masculine, before_noun, rank, feminine=None, plurals=None,
+               describes="any"):
+    """Regular forms are derived: + "e" for the feminine (unless it ends in "e"), + "s" for
+    the plural (unless it ends in "s" or "x"); irregular ones are given."""
+    feminine = feminine or (masculine if masculine.endswith("e") else masculine + "e")
+    if plurals is None:
+        plurals = tuple(w if w[-1] in "sx" else w + "s" for w in (masculine, feminine))
+    return Adjective(english, (masculine, feminine, *plurals), before_noun, rank, describes)
+
+
+ADJECTIVES = [
+    # before the noun in French (beauty, age, goodness, size)
+    _adjective("good", "bon", True, 1, "bonne"), _adjective("bad", "mauvais", True, 1),
+    _adjective("beautiful", "beau", True, 1, "belle", ("beaux", "belles")),
+    _adjective("big", "grand", True, 2), _adjective("small", "petit", True, 2),
+    _adjective("young", "jeune", True, 4, describes="animate"),
+    _adjective("old", "vieux", True, 4, "vieille", ("vieux", "vieilles")),
+    _adjective("new", "nouveau", True, 4, "nouvelle", ("nouveaux", "nouvelles"), "thing"),
+    # after the noun
+    _adjective("happy", "heureux", False, 1, "heureuse", describes="animate"),
+    _adjective("sad", "triste", False, 1, describes="animate"),
+    _adjective("heavy", "lourd", False, 3), _adjective("clean", "propre", False, 3),
+    _adjective("dirty", "sale", False, 3),
+    _adjective("empty", "vide", False, 3, describes="thing"),
+    _adjective("fast", "rapide", False, 3), _adjective("slow", "lent", False, 3),
+    _adjective("strong", "fort", False, 3, describes="animate"),
+    _adjective("red", "rouge", False, 5), _adjective("blue", "bleu", False, 5),
+    _adjective("green", "vert", False, 5), _adjective("black", "noir", False, 5),
+    _adjective("white", "blanc", False, 5, "blanche"), _adjective("yellow", "jaune", False, 5),
+    _adjective("grey", "gris", False, 5),
+]
+
+
+@dataclass(frozen=True)
+class Verb:
+    english: str     # base form, maybe two words: "listen to"
+    english_3s: str  # he / she / it form: "listens to"
+    french: str      # infinitive of a regular -er verb: "écouter"
+
+
+VERBS = [
+    Verb("watch", "watches", "regarder"), Verb("look for", "looks for", "chercher"),
+    Verb("find", "finds", "trouver"), Verb("carry", "carries", "porter"),
+    Verb("wash", "washes", "laver"), Verb("pull", "pulls", "tirer"),
+    Verb("push", "pushes", "pousser"), Verb("draw", "draws", "dessiner"),
+    Verb("keep", "keeps", "garder"), Verb("hide", "hides", "cacher"),
+    Verb("touch", "touches", "toucher"), Verb("prepare", "prepares", "préparer"),
+    Verb("repair", "repairs", "réparer"), Verb("count", "counts", "compter"),
+    Verb("like", "likes", "aimer"), Verb("love", "loves", "adorer"),
+    Verb("listen to", "listens to", "écouter"), Verb("eat", "eats", "manger"),
+    Verb("share", "shares", "partager"), Verb("tidy", "tidies", "ranger"),
+    Verb("leave", "leaves", "quitter"), Verb("visit", "visits", "visiter"),
+]
+# Subject pronouns: English -> (French, person index 0..5 = je, tu, il/elle, nous, vous, ils)
+PRONOUNS = {"I": ("je", 0), "you": ("tu", 1), "he": ("il", 2), "she": ("elle", 2),
+            "we": ("nous", 3), "you all": ("vous", 4), "they": ("ils", 5)}
+AVOIR = ("ai", "as", "a", "avons", "avez", "ont")
+ETRE = ("suis", "es", "est", "sommes", "êtes", "sont")
+_ER_ENDINGS = ("e", "es", "e", "ons", "ez", "ent")
+# Determiners: English key -> (English singular, English plural, French m., f., plural)
+DETERMINERS = {"the": ("the", "the", "le", "la", "les"),
+               "a": ("a", "some", "un", "une", "des"),
+               "my": ("my", "my", "mon", "ma", "mes"),
+               "this": ("this", "these", "ce", "cette", "ces")}
+
+_NOUNS = {n.english: n for n in NOUNS}
+_ADJECTIVES = {a.english: a for a in ADJECTIVES}
+_VERBS = {v.english: v for v in VERBS}
+_VOWELS = "aeiouéèêâîôû"  # the lexicon has no word starting with h
+
+
+def _lookup(table: dict, key: str, what: str):
+    if key not in table:
+        raise ValueError(f"unknown {what} {key!r}; expected one of {sorted(table)}")
+    return table[key]
+
+
+# ---------------------------------------------------------------------------------------------
+# Sentences: a structured spec, rendered in English and in French
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NounPhrase:
+    noun: str                  # English singular noun, a key of NOUNS: "car"
+    determiner: str = "the"    # "the", "a", "my" or "this" ("a" -> "some", "this" -> "these")
+    plural: bool = False
+    adjectives: tuple = ()     # English adjectives, at most one per French side of the noun
+
+
+@dataclass(frozen=True)
+class Sentence:
+    subject: object    # a pronoun (a key of PRONOUNS) or a NounPhrase
+    verb: str          # an English verb of VERBS, or "have", or "be"
+    complement: object  # the object NounPhrase, or an adjective (a string) after "be"
+
+
+def conjugate(infinitive: str, person: int) -> str:
+    """Present tense of a regular -er verb; person 0..5 = je, tu, il/elle, nous, vous, ils.
+
+    >>> conjugate("manger", 3)
+    'mangeons'
+    """
+    if not infinitive.endswith("er"):
+        raise ValueError(f"expected a regular -er verb, got {infinitive!r}")
+    stem = infinitive[:-2]
+    if stem.endswith("g") and person == 3:
+        stem += "e"  # nous mangeons: keeps the soft g before o
+    return stem + _ER_ENDINGS[person]
+
+
+def _check_adjectives(phrase: NounPhrase):
+    adjectives = [_lookup(_ADJECTIVES, a, "adjective") for a in phrase.adjectives]
+    sides = [a.before_noun for a in adjectives]
+    if len(adjectives) > 2 or len(set(sides)) != len(sides):
+        raise ValueError(
+            "a noun phrase takes at most one adjective placed before the noun in French and one "
+            f"placed after it, got {phrase.adjectives}"
+        )
+    return adjectives
+
+
+def _english_phrase(phrase: NounPhrase) -> list:
+    noun = _lookup(_NOUNS, phrase.noun, "noun")
+    singular, plural = _lookup(DETERMINERS, phrase.determiner, "determiner")[:2]
+    adjectives = sorted(_check_adjectives(phrase), key=lambda a: (a.rank, not a.before_noun))
+    words = [a.english for a in adjectives]
+    words.append(noun.english_plural if phrase.plural else noun.english)
+    determiner = plural if phrase.plural else singular
+    if determiner == "a" and words[0][0] in "aeiou":
+        determiner = "an"  # an apple, an old dog
+    return [determiner, *words]
+
+
+def _agree(adjective: Adjective, gender: str, plural: bool) -> str:
+    return adjective.forms[(gender == "f") + 2 * plural]
+
+
+def _french_phrase(phrase: NounPhrase) -> list:
+    noun = _lookup(_NOUNS, phrase.noun, "noun")
+    adjectives = _check_adjectives(phrase)
+    before = [_agree(a, noun.gender, phrase.plural) for a in adjectives if a.before_noun]
+    after = [_agree(a, noun.gender, phrase.plural) for a in adjectives if not a.before_noun]
+    forms = _lookup(DETERMINERS, phrase.determiner, "determiner")[2:]
+    determiner = forms[2] if phrase.plural else forms[noun.gender == "f"]
+    if determiner == "des" and before:
+        determiner = "de"  # de grands chiens
+    return [determiner, *before, noun.french_plural if phrase.plural else noun.french, *after]
+
+
+def _subject(sentence: Sentence):
+    """(English words, French words, person 0..5, gender, plural) of the subject."""
+    subject = sentence.subject
+    if isinstance(subject, NounPhrase):
+        noun = _lookup(_NOUNS, subject.noun, "noun")
+        person = 5 if subject.plural else 2
+        return _english_phrase(subject), _french_phrase(subject), person, noun.gender, \
+            subject.plural
+    french, person = _lookup(PRONOUNS, subject, "subject pronoun")
+    gender = "f" if subject == "she" else "m"
+    return subject.split(), [french], person, gender, person >= 3
+
+
+def _verb_words(sentence: Sentence, person: int, gender: str, plural: bool):
+    """(English verb words, French verb form, French complement words, English complement
+    words)."""
+    third_singular = person == 2
+    if sentence.verb == "be":
+        if person not in (2, 5) or not isinstance(sentence.complement, str):
+            raise ValueError(
+                "'be' takes a third-person subject (he, she, they or a noun phrase: French "
+                "agrees the adjective with its gender) and an adjective, got subject "
+                f"{sentence.subject!r} and complement {sentence.complement!r}"
+            )
+        adjective = _lookup(_ADJECTIVES, sentence.complement, "adjective")
+        english = ["is" if third_singular else "are"]
+        return english, ETRE[person], [_agree(adjective, gender, plural)], [adjective.english]
+    if not isinstance(sentence.complement, NounPhrase):
+        raise ValueError(
+            f"the verb {sentence.verb!r} takes a NounPhrase as its object, got "
+            f"{sentence.complement!r}"
+        )
+    if sentence.verb == "have":
+        english, french = ["has" if third_singular else "have"], AVOIR[person]
+    else:
+        verb = _lookup(_VERBS, sentence.verb, "verb")
+        english = (verb.english_3s if third_singular else verb.english).split()
+        french = conjugate(verb.french, person)
+    complement = sentence.complement
+    return english, french, _french_phrase(complement), _english_phrase(complement)
+
+
+def render(sentence: Sentence) -> tuple:
+    """The ``(english, french)`` strings of a sentence spec: words joined by single spaces.
+
+    >>> render(Sentence("I", "like", NounPhrase("car", "the", False, ("big", "red"))))
+    ('I like the big red car', "j'aime la grande voiture rouge")
+    """
+    subject_en, subject_fr, person, gender, plural = _subject(sentence)
+    verb_en, verb_fr, complement_fr, complement_en = _verb_words(sentence, person, gender, plural)
+    if subject_fr == ["je"] and verb_fr[0] in _VOWELS:
+        subject_fr, verb_fr = [], "j'" + verb_fr  # j'aime, j'ai: one word
+    english = [*subject_en, *verb_en, *complement_en]
+    french = [*subject_fr, verb_fr, *complement_fr]
+    return " ".join(english), " ".join(french)
+
+
+def noun_adjective_pairs(sentence: Sentence) -> list:
+    """Every (noun, adjective) combination in the sentence, in English, including a subject
+    with its predicate adjective ("the car is red" -> ("car", "red"))."""
+    pairs = []
+    for part in (sentence.subject, sentence.complement):
+        if isinstance(part, NounPhrase):
+            pairs += [(part.noun, a) for a in part.adjectives]
+    if sentence.verb == "be" and isinstance(sentence.subject, NounPhrase):
+        pairs.append((sentence.subject.noun, sentence.complement))
+    return pairs
+
+
+# ---------------------------------------------------------------------------------------------
+# Random sentences and the three splits
+# ---------------------------------------------------------------------------------------------
+
+
+def fits(adjective: Adjective, animate: bool) -> bool:
+    """Whether the generator may use ``adjective`` with an animate noun or a thing (no "happy
+    bottle", no "empty dog"; the grammar itself would render them)."""
+    return adjective.describes in ("any", "animate" if animate else "thing")
+
+
+def _random_phrase(rng: random.Random, nouns: list) -> NounPhrase:
+    noun = rng.choice(nouns)
+    fitting = [a for a in ADJECTIVES if fits(a, _NOUNS[noun].animate)]
+    before = [a.english for a in fitting if a.before_noun]
+    after = [a.english for a in fitting if not a.before_noun]
+    roll = rng.random()
+    if roll < 0.3:
+        adjectives = ()
+    elif roll < 0.5:
+        adjectives = (rng.choice(before),)
+    elif roll < 0.8:
+        adjectives = (rng.choice(after),)
+    else:
+        adjectives = (rng.choice(before), rng.choice(after))
+    return NounPhrase(noun, rng.choice(list(DETERMINERS)), rng.random() < 0.4, adjectives)
+
+
+def random_sentence(rng: random.Random) -> Sentence:
+    """One random sentence spec: 70% subject-verb-object, 15% "have", 15% "be"."""
+    animate = [n.english for n in NOUNS if n.animate]
+    roll = rng.random()
+    if roll < 0.15:  # "be" needs a third-person subject
+        if rng.random() < 0.3:
+            subject, is_animate = rng.choice(["he", "she", "they"]), True
+        else:
+            subject = _random_phrase(rng, [n.english for n in NOUNS])
+            is_animate = _NOUNS[subject.noun].animate
+        adjective = rng.choice([a for a in ADJECTIVES if fits(a, is_animate)])
+        return Sentence(subject, "be", adjective.english)
+    subject = rng.choice(list(PRONOUNS)) if rng.random() < 0.5 else _random_phrase(rng, animate)
+    verb = "have" if roll < 0.3 else rng.choice(VERBS).english
+    objects = list(FOODS) if verb == "eat" else [n.english for n in NOUNS]
+    return Sentence(subject, verb, _random_phrase(rng, objects))

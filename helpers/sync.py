@@ -1,0 +1,200 @@
+"""One source of truth: ``helpers/`` holds every definition; notebooks show generated copies.
+
+A notebook teaches a definition in a *marked cell*: a code cell whose first line is
+``# helpers/<module>.py``. Below the marker come optional imports, then the definitions, each
+copied verbatim (docstring and comments included) from ``helpers/<module>.py``. :data:`MANIFEST`
+says which marked cells each notebook has, in order, and what they hold.
+
+Why this direction (library -> notebook): ``helpers/`` is what the tests, the checkers, later
+notebooks and the benchmark import, and what linters and parity tests read; a marked cell is a
+view of it. Editing a definition therefore means: edit ``helpers/``, run ``--write``, re-execute
+the notebook (``python -m helpers.course --execute``) if its outputs depend on the change.
+
+    python -m helpers.sync --check   # exit 1 and a unified diff per drifted cell
+    python -m helpers.sync --write   # rewrite the marked cells from helpers/
+"""
+
+import ast
+import difflib
+import json
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MARKER = re.compile(r"^# helpers/(\w+)\.py$")
+LONG_CELL = 25  # a code cell with more lines needs a reason in the markdown just above it
+REASON = re.compile(r"\*Why the next cell is long \((\d+) lines\):\*")
+
+# notebook -> its marked cells in order: (module, names of the definitions the cell holds)
+MANIFEST = {
+    "01_attention": [("attention", ["scaled_dot_product_attention"])],
+    "02_positional_encoding": [("positional", ["sinusoidal_encoding", "PositionalEncoding"])],
+    "03_multi_head_attention": [
+        ("attention", ["split_heads", "merge_heads", "MultiHeadAttention"])],
+    "04_add_norm_and_feed_forward": [("layers", ["layer_norm", "LayerNorm"]),
+                                     ("layers", ["FeedForward"])],
+    "05_encoder": [("layers", ["EncoderLayer"]), ("layers", ["layer_stack", "Encoder"])],
+    "06_masks": [("masks", ["causal_mask", "padding_mask"])],
+    "07_decoder": [("layers", ["DecoderLayer"]), ("layers", ["Decoder"])],
+    "08_transformer": [("model", ["TransformerConfig", "PAPER"]), ("model", ["Transformer"])],
+    "09_training": [("training", ["label_smoothed_nll"]),
+                    ("training", ["transformer_lr", "warmup_schedule"])],
+    "10_decoding": [("decoding", ["greedy_decode"]),
+                    ("decoding", ["beam_search", "_cannot_improve"]),
+                    ("decoding", ["KVCache", "_keys_values", "_attend", "cached_decoder_layer",
+                                  "decode_step"])],
+}
+
+# Public definitions of the core that no notebook shows, and why.
+NOT_TAUGHT = {
+    "checks": "input checks: shapes and dtypes with clear errors; notebooks 01, 03 and 08 show "
+              "what they catch, not their code",
+    "interop": "conversion to torch.nn modules: notebooks 03, 05, 07 and 08 use it for parity "
+               "checks and explain what it converts",
+    "utils": "seeding and device choice, used by every notebook's setup cell",
+    "model.build_model": "one line: Transformer(**asdict(config)), used from notebook 09 on",
+    "decoding.check_source": "input checks of the decoders (see checks)",
+    "decoding.check_limits": "input checks of the decoders (see checks)",
+    "decoding.eval_mode": "eval mode plus torch.no_grad, restored afterwards; notebook 10 says so",
+    "data": "the course's toy English-French corpus and its batching: notebook 09 shows what "
+            "they produce (sentences, vocabularies, padded batches, masks), not the grammar",
+    "training": "besides label smoothing and the warm-up schedule: the generic loop, "
+                "checkpoints, translate and the metrics, described and used in notebook 09",
+    "lexicon": "the words of the toy corpus (data), listed in notebook 09",
+}
+
+
+def definitions(module: str, root: Path = ROOT) -> dict:
+    """Top-level definitions of ``helpers/<module>.py``: name -> exact source text (decorators
+    included; an assignment is named by its target)."""
+    source = (root / "helpers" / f"{module}.py").read_text()
+    lines = source.splitlines()
+    found = {}
+    for node in ast.parse(source).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
+            name = node.targets[0].id
+        else:
+            continue
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        found[name] = "\n".join(lines[first - 1:node.end_lineno])
+    return found
+
+
+def marked_cells(notebook: dict) -> list:
+    """``(cell, module)`` for every code cell whose first line is a marker."""
+    cells = []
+    for cell in notebook["cells"]:
+        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        match = MARKER.match(source.split("\n", 1)[0])
+        if match:
+            cells.append((cell, match.group(1)))
+    return cells
+
+
+def _preamble(source: str) -> str:
+    """The lines between the marker and the first definition: imports and comments only."""
+    body = source.split("\n", 1)[1] if "\n" in source else ""
+    kept = []
+    for line in body.split("\n"):
+        if line.startswith(("import ", "from ", "#")) or not line.strip():
+            kept.append(line)
+        else:
+            break
+    return "\n".join(kept).strip("\n")
+
+
+def expected_cell(module: str, names: list, current: str, root: Path = ROOT) -> str:
+    """The text a marked cell must have: marker, its own imports, the definitions from
+    ``helpers/<module>.py`` separated by two blank lines (PEP 8)."""
+    defined = definitions(module, root)
+    missing = [n for n in names if n not in defined]
+    if missing:
+        raise KeyError(f"helpers/{module}.py defines no {', '.join(missing)} (see MANIFEST)")
+    parts = [f"# helpers/{module}.py"]
+    preamble = _preamble(current)
+    if preamble:
+        parts.append(preamble + "\n\n")
+    return "\n".join(parts) + "\n" + "\n\n\n".join(defined[n] for n in names)
+
+
+def long_cells(notebook: dict, stem: str, write: bool = False) -> list:
+    """Code cells over ``LONG_CELL`` lines without ``*Why the next cell is long (N lines):*``
+    and the true N in the markdown cell above them; ``write`` corrects a wrong N."""
+    found, cells = [], notebook["cells"]
+    for index, cell in enumerate(cells):
+        lines = len("".join(cell["source"]).splitlines())
+        above = cells[index - 1] if index else {"cell_type": "code", "source": []}
+        text = "".join(above["source"]) if above["cell_type"] == "markdown" else ""
+        match = REASON.search(text)
+        if cell["cell_type"] != "code" or (lines <= LONG_CELL and not match):
+            continue
+        if match is None:
+            found.append(f"{stem} cell {index}: {lines} lines, and the markdown above does not "
+                         "say why (*Why the next cell is long (N lines):* ...)")
+        elif int(match.group(1)) != lines:
+            found.append(f"{stem} cell {index}: {lines} lines, the note above says "
+                         f"{match.group(1)}")
+            if write:
+                note = f"*Why the next cell is long ({lines} lines):*"
+                above["source"] = text.replace(match.group(0), note).splitlines(keepends=True)
+    return found
+
+
+def problems(write: bool = False, root: Path = ROOT, manifest: dict = MANIFEST) -> list:
+    """Differences between the notebooks' marked cells and ``helpers/`` (unified diffs), and
+    markers that are missing or not in the manifest. With ``write``, fix the cells' text."""
+    found = []
+    stems = {p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")}
+    for stem in sorted(stems | set(manifest)):
+        path = root / "notebooks" / f"{stem}.ipynb"
+        if not path.exists():
+            found.append(f"{stem}: in MANIFEST but notebooks/{stem}.ipynb does not exist")
+            continue
+        notebook = json.loads(path.read_text())
+        cells, wanted = marked_cells(notebook), manifest.get(stem, [])
+        modules = [m for _, m in cells]
+        if modules != [m for m, _ in wanted]:
+            found.append(
+                f"{stem}: MANIFEST expects marked cells for {[m for m, _ in wanted]}, the "
+                f"notebook has {modules}: a '# helpers/<module>.py' first line was removed, "
+                "moved or added")
+            continue
+        changed = False
+        for (cell, module), (_, names) in zip(cells, wanted, strict=True):
+            current = "".join(cell["source"])
+            expected = expected_cell(module, names, current, root)
+            if current != expected:
+                diff = difflib.unified_diff(
+                    current.splitlines(), expected.splitlines(), lineterm="",
+                    fromfile=f"notebooks/{stem}.ipynb ({module}: {', '.join(names)})",
+                    tofile=f"helpers/{module}.py")
+                found.append("\n".join(diff))
+                cell["source"] = expected.splitlines(keepends=True)
+                changed = True
+        notes = long_cells(notebook, stem, write)
+        found += notes
+        if write and (changed or notes):
+            text = json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False)
+            path.write_text(text + "\n")
+    return found
+
+
+def main(argv: list, root: Path = ROOT, manifest: dict = MANIFEST) -> int:
+    if argv not in (["--check"], ["--write"]):
+        print("usage: python -m helpers.sync --check | --write")
+        return 2
+    found = problems(argv == ["--write"], root, manifest)
+    for text in found:
+        print(text, end="\n\n")
+    if argv == ["--write"]:
+        print(f"rewrote {len(found)} cell(s)" if found else "every marked cell is in sync")
+        return 0
+    print(f"{len(found)} problem(s)" if found else "every marked cell is in sync")
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,145 @@
+"""One source of truth (helpers/sync.py): every marked notebook cell is generated from helpers/,
+the manifest covers every public definition of the core, and the check can fail: it prints a
+diff on drift and fails when a marker disappears."""
+
+import ast
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from helpers import sync
+
+ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+# The core: what a learner reads (not the course's scaffolding: exercises, figures, course,
+# bench, sync).
+CORE = ["attention", "checks", "data", "decoding", "interop", "layers", "lexicon", "masks",
+        "model", "positional", "training", "utils"]
+
+
+def test_every_marked_cell_equals_helpers():
+    found = sync.problems()
+    assert not found, "run python -m helpers.sync --write:\n\n" + "\n\n".join(found)
+
+
+def _public(module: str) -> list:
+    tree = ast.parse((ROOT / "helpers" / f"{module}.py").read_text())
+    return [node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_")]
+
+
+@pytest.mark.parametrize("module", CORE)
+def test_every_public_definition_is_taught_once_or_listed(module):
+    taught = [(stem, name) for stem, cells in sync.MANIFEST.items()
+              for mod, names in cells if mod == module for name in names]
+    names = [name for _, name in taught]
+    assert len(names) == len(set(names)), f"helpers/{module}.py: taught twice: {taught}"
+    for name in _public(module):
+        listed = f"{module}.{name}" in sync.NOT_TAUGHT
+        assert not (name in names and listed), f"{module}.{name}: both taught and NOT_TAUGHT"
+        assert name in names or listed or module in sync.NOT_TAUGHT, (
+            f"helpers/{module}.py: {name} is neither taught (MANIFEST) nor in NOT_TAUGHT with "
+            "the reason (a whole module's entry covers the names no notebook teaches)")
+
+
+def test_not_taught_entries_exist_and_say_why():
+    for key, why in sync.NOT_TAUGHT.items():
+        module, _, name = key.partition(".")
+        assert module in CORE, key
+        assert not name or name in _public(module), f"NOT_TAUGHT names a missing {key}"
+        assert len(why) > 20, f"NOT_TAUGHT[{key!r}] must give a reason"
+
+
+# ---------------------------------------------------------------- the check can fail
+@pytest.fixture
+def copy(tmp_path):
+    """A project holding notebook 01 and the module its marked cell comes from."""
+    (tmp_path / "helpers").mkdir()
+    (tmp_path / "notebooks").mkdir()
+    shutil.copy(ROOT / "helpers" / "attention.py", tmp_path / "helpers")
+    shutil.copy(ROOT / "notebooks" / "01_attention.ipynb", tmp_path / "notebooks")
+    return tmp_path, {"01_attention": sync.MANIFEST["01_attention"]}
+
+
+def test_the_copy_starts_in_sync(copy):
+    root, manifest = copy
+    assert sync.problems(root=root, manifest=manifest) == []
+
+
+def test_drift_prints_a_unified_diff_and_write_fixes_it(copy):
+    root, manifest = copy
+    module = root / "helpers" / "attention.py"
+    text = module.read_text()
+    assert "/ math.sqrt(d_k)" in text
+    module.write_text(text.replace("/ math.sqrt(d_k)", "/ d_k"))  # pitfall A1 in the library
+    found = sync.problems(root=root, manifest=manifest)
+    assert len(found) == 1
+    diff = found[0].splitlines()
+    assert diff[0].startswith("--- notebooks/01_attention.ipynb") and diff[1].startswith("+++")
+    assert any(line.startswith("-") and "/ math.sqrt(d_k)" in line for line in diff)
+    assert any(line.startswith("+") and "/ d_k" in line for line in diff)
+    sync.problems(write=True, root=root, manifest=manifest)
+    assert sync.problems(root=root, manifest=manifest) == []
+    assert "/ d_k" in (root / "notebooks" / "01_attention.ipynb").read_text()
+
+
+def test_a_removed_marker_fails(copy):
+    root, manifest = copy
+    path = root / "notebooks" / "01_attention.ipynb"
+    notebook = json.loads(path.read_text())
+    cell = next(c for c in notebook["cells"] if "".join(c["source"]).startswith("# helpers/"))
+    cell["source"][0] = "# the final version\n"  # the marker line is gone
+    path.write_text(json.dumps(notebook))
+    found = sync.problems(root=root, manifest=manifest)
+    assert len(found) == 1 and "MANIFEST expects marked cells for ['attention']" in found[0]
+    assert "the notebook has []" in found[0]
+
+
+def test_a_long_cell_needs_its_reason(copy):
+    root, manifest = copy
+    path = root / "notebooks" / "01_attention.ipynb"
+    notebook = json.loads(path.read_text())
+    notebook["cells"].append({"cell_type": "code", "metadata": {}, "outputs": [],
+                              "execution_count": None, "source": ["x = 1\n"] * 30})
+    path.write_text(json.dumps(notebook))
+    found = sync.problems(root=root, manifest=manifest)
+    assert len(found) == 1 and "30 lines, and the markdown above does not say why" in found[0]
+
+
+def test_command_line_exit_codes(copy, capsys):
+    root, manifest = copy
+    assert sync.main(["--check"], root, manifest) == 0
+    module = root / "helpers" / "attention.py"
+    module.write_text(module.read_text().replace("weights = scores.softmax(dim=-1)",
+                                                 "weights = scores.softmax(dim=-2)"))
+    assert sync.main(["--check"], root, manifest) == 1
+    out = capsys.readouterr().out
+    assert "+    weights = scores.softmax(dim=-2)" in out and out.rstrip().endswith("1 problem(s)")
+    assert sync.main(["--bogus"]) == 2
+
+
+# ---------------------------------------------------------------- no forward references
+# The notebook that first teaches each helpers module; the others may be used anywhere.
+TAUGHT_IN = {"attention": 1, "positional": 2, "interop": 3, "layers": 4, "masks": 6,
+             "model": 8, "data": 9, "lexicon": 9, "training": 9, "decoding": 10}
+ALWAYS_ALLOWED = {"utils", "checks", "figures", "plotting", "exercises", "course"}
+IMPORT = re.compile(r"^\s*(?:from\s+helpers\.(\w+)\s+import|import\s+helpers\.(\w+))", re.M)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_forward_references(path):
+    number = int(path.name[:2])
+    notebook = json.loads(path.read_text())
+    for index, cell in enumerate(notebook["cells"]):
+        for match in IMPORT.finditer("".join(cell["source"]) if cell["cell_type"] == "code"
+                                     else ""):
+            module = match.group(1) or match.group(2)
+            if module in ALWAYS_ALLOWED:
+                continue
+            assert module in TAUGHT_IN, f"{path.name} cell {index} imports unknown helpers.{module}"
+            assert TAUGHT_IN[module] <= number, (
+                f"{path.name} cell {index} imports helpers.{module}, taught later in notebook "
+                f"{TAUGHT_IN[module]:02d}")
