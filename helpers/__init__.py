@@ -6,19 +6,22 @@ Each module holds the finished version of one concept, built step by step in a n
 module              what it holds                               notebook
 ==================  ==========================================  ========
 ``attention``       scaled dot-product and multi-head attention  01, 03
+``checks``          input checks with clear errors               all
 ``positional``      sinusoidal positional encoding               02
 ``layers``          LayerNorm, feed-forward, encoder/decoder     04, 05, 07
 ``masks``           look-ahead and padding masks                 06
-``model``           the whole encoder-decoder Transformer        08
-``data``            an offline English-French corpus, batches    09
+``model``           ``TransformerConfig``, the Transformer       08
+``lexicon``         the toy corpus's words and grammar           09
+``data``            corpus splits, vocabularies, batches         09
 ``training``        label smoothing, warm-up, the training loop  09
-``decoding``        greedy decoding, KV cache and beam search    10
+``decoding``        greedy decoding, beam search, the KV cache   10
 ``interop``         conversion to PyTorch's own modules          05, 07, 08
 ``utils``           seeding and device choice                    all
 ``plotting``        figures (draw only, no model code)           all
 ``exercises``       ``check`` and ``solution`` for exercises     01-11
 ``pitfalls``        the classic bugs by id (A1, ..., D4)         01-10
 ``course``          setup cell, version check, re-execution      all
+``sync``            marked cells generated from ``helpers/``     all
 ==================  ==========================================  ========
 
 Letters used in shape comments everywhere:

@@ -42,9 +42,7 @@ def count_parameters(model: torch.nn.Module) -> int:
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-# ---------------------------------------------------------------------------------------------
-# Label smoothing, the learning-rate schedule, the loop
-# ---------------------------------------------------------------------------------------------
+# ---- Label smoothing, the learning-rate schedule, the loop ---------------------------------
 
 
 def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float = 0.1,
@@ -156,9 +154,7 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
     return history
 
 
-# ---------------------------------------------------------------------------------------------
-# The translation task
-# ---------------------------------------------------------------------------------------------
+# ---- The translation task ------------------------------------------------------------------
 
 
 def translation_loss(model: Transformer, batch, label_smoothing: float = 0.1) -> torch.Tensor:
@@ -262,9 +258,7 @@ def evaluate(model: Transformer, pairs: list, src_vocab: Vocab, tgt_vocab: Vocab
             "bleu": bleu(hypotheses, references)}
 
 
-# ---------------------------------------------------------------------------------------------
-# Checkpoints
-# ---------------------------------------------------------------------------------------------
+# ---- Checkpoints ---------------------------------------------------------------------------
 
 
 class Checkpoint(NamedTuple):
@@ -361,9 +355,7 @@ def _read_checkpoint(path) -> dict:
     return saved
 
 
-# ---------------------------------------------------------------------------------------------
-# The course's translator: one call to train it, and the shipped asset
-# ---------------------------------------------------------------------------------------------
+# ---- The course's translator: one call to train it, and the shipped asset ------------------
 
 CORPUS_ARGS = {"seed": 0, "num_train": 20000, "num_valid": 500, "num_test": 1000}
 ASSET_STEPS = 2000  # the shipped model trains longer than train_translator's default
