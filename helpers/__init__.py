@@ -17,9 +17,9 @@ module              what it holds                               notebook
 ``decoding``        greedy decoding, beam search, the KV cache   10
 ``interop``         conversion to PyTorch's own modules          05, 07, 08
 ``utils``           seeding and device choice                    all
-``plotting``        figures (draw only, no model code)           all
-``exercises``       ``check`` and ``solution`` for exercises     01-11
-``pitfalls``        the classic bugs by id (A1, ..., D4)         01-10
+``figures``         drawing only, one module per notebook        all
+``exercises``       ``check`` and ``solution``; one module per   01-11
+                    notebook; ``pitfalls``: the classic bugs
 ``course``          setup cell, version check, re-execution      all
 ``sync``            marked cells generated from ``helpers/``     all
 ==================  ==========================================  ========

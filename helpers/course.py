@@ -210,7 +210,7 @@ def write_assets(folder: Path = ASSETS) -> list:
     """Redraw the figures kept in ``assets/`` and return their paths."""
     import matplotlib.pyplot as plt
 
-    from .plotting import architecture_figure
+    from .figures import architecture_figure
 
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)

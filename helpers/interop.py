@@ -4,12 +4,19 @@ PyTorch's boolean attention masks mean **True = blocked**, the opposite of this 
 convention; :func:`torch_attn_mask` and :func:`torch_key_padding_mask` convert.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention
 from .checks import check_mask, check_sizes, check_tensor, describe
-from .layers import DecoderLayer, EncoderLayer, LayerNorm
+
+if TYPE_CHECKING:  # annotations only: to_torch dispatches on the class name, so notebook 03's
+    # MultiHeadAttention converts without importing layers.py, which notebook 04 teaches
+    from .attention import MultiHeadAttention
+    from .layers import DecoderLayer, EncoderLayer, LayerNorm
 
 
 def _mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:

@@ -1,4 +1,4 @@
-"""Look-ahead (causal) and padding masks. Taught in notebook 06.
+"""Look-ahead (causal) and padding masks. Taught in notebook 06, with an explorer of both.
 
 Convention of the whole course: a boolean mask is **True where a query may attend to a key**,
 as in ``F.scaled_dot_product_attention``. ``nn.MultiheadAttention`` and ``nn.Transformer*``
@@ -6,6 +6,10 @@ use the opposite convention (True = blocked); ``helpers.interop`` converts at th
 """
 
 import torch
+
+from .attention import scaled_dot_product_attention
+
+EXPLORER_MAX_LEN = 16  # the longest sequence of the mask explorer
 
 
 def causal_mask(size: int, device=None) -> torch.Tensor:
@@ -25,3 +29,33 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
         shape = tuple(tokens.shape) if torch.is_tensor(tokens) else type(tokens).__name__
         raise ValueError(f"padding_mask expects token ids of shape (B, L), got {shape}")
     return (tokens != pad_id)[:, None, None, :]  # (B, L) -> (B, 1, 1, L)
+
+
+def mask_explorer_data(seq_len, pad_len, causal, seed=0, d_k=8):
+    """The numbers behind notebook 06's mask explorer (``helpers.figures.mask_explorer_figure``):
+    one sequence of ``seq_len`` tokens whose last ``pad_len`` are padding (clamped to
+    ``seq_len``), with or without the look-ahead mask.
+
+    Returns a dict: "mask" ``(L, L)`` bool (True = may attend), "weights" ``(L, L)`` from
+    ``helpers.attention.scaled_dot_product_attention`` on random queries and keys (the same
+    ones for every ``pad_len`` and ``causal``: each position's vectors depend only on ``seed``),
+    "pad_len" after clamping, "clamped" (bool) and "labels" (``t0``, ``t1``, ..., ``<pad>``).
+    """
+    if not 1 <= seq_len <= EXPLORER_MAX_LEN:
+        raise ValueError(f"seq_len must be between 1 and {EXPLORER_MAX_LEN}, got {seq_len}")
+    if pad_len < 0:
+        raise ValueError(f"pad_len cannot be negative, got {pad_len}")
+    clamped = pad_len > seq_len
+    pad_len = min(pad_len, seq_len)
+    generator = torch.Generator().manual_seed(seed)
+    q, k = torch.randn(2, EXPLORER_MAX_LEN, d_k, generator=generator)[:, :seq_len]
+    tokens = torch.ones(1, seq_len, dtype=torch.long)  # token id 1 for real tokens, 0 for pads
+    tokens[:, seq_len - pad_len:] = 0
+    mask = padding_mask(tokens, pad_id=0)[0, 0]  # (1, L): hides padded keys from every query
+    if causal:
+        mask = causal_mask(seq_len) & mask  # (L, L) & (1, L) -> (L, L)
+    mask = mask.expand(seq_len, seq_len)
+    _, weights = scaled_dot_product_attention(q, k, k, mask)
+    labels = [f"t{i}" for i in range(seq_len - pad_len)] + ["<pad>"] * pad_len
+    return {"mask": mask.numpy().copy(), "weights": weights.numpy(), "pad_len": pad_len,
+            "clamped": clamped, "labels": labels}

@@ -56,6 +56,7 @@ NOT_TAUGHT = {
     "model.build_model": "one line: Transformer(**asdict(config)), used from notebook 09 on",
     "decoding.check_source": "input checks of the decoders (see checks)",
     "decoding.check_limits": "input checks of the decoders (see checks)",
+    "masks.mask_explorer_data": "the numbers of notebook 06's mask explorer, drawn by its figure",
     "decoding.eval_mode": "eval mode plus torch.no_grad, restored afterwards; notebook 10 says so",
     "data": "the course's toy English-French corpus and its batching: notebook 09 shows what "
             "they produce (sentences, vocabularies, padded batches, masks), not the grammar",

@@ -14,7 +14,9 @@ Colab's versions: ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34, numpy 2.1.3,
 - after each ``interact`` cell, an added cell moves every slider, dropdown and checkbox to its
   ends and fails if a widget callback raised;
 - a last added cell checks where ``helpers`` came from, that the widget manager was turned on,
-  that sacrebleu is there and that ``check_environment()`` is happy with Colab's versions.
+  that sacrebleu is there and that ``check_environment()`` is happy with Colab's versions,
+  and that the notebook imported nothing that only a later notebook teaches (notebook 01 loads
+  neither the training code nor tqdm's progress bar nor sacrebleu).
 
 Outputs are not compared with the stored ones (Colab's versions print some things differently);
 every cell must run without error, none may run longer than 300 s.
@@ -26,6 +28,7 @@ that is a failure.
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -68,7 +71,9 @@ assert _controls and not _errors, f"a widget callback failed: {_errors}"
 print("COLAB-LIKE moved", [type(_c).__name__ for _c in _controls])'''
 
 FACTS = '''\
-# Added by the Colab-like test: what the notebook ran on.
+# Added by the Colab-like test: what the notebook ran on, and what it imported.
+import sys as _sys
+_modules = sorted(m for m in _sys.modules if m.split(".")[0] in ("helpers", "tqdm", "sacrebleu"))
 import importlib.util as _util, json as _json, io as _io, contextlib as _ctx
 import google.colab.output as _out, helpers as _helpers, ipykernel as _ipk, ipywidgets as _ipw
 from helpers.course import check_environment as _check
@@ -78,7 +83,32 @@ print("COLAB-LIKE", _json.dumps({
     "helpers": _helpers.__file__, "widget_manager": _out.custom_widget_manager_calls,
     "ipywidgets": _ipw.__version__, "ipykernel": _ipk.__version__,
     "sacrebleu": _util.find_spec("sacrebleu") is not None,
-    "environment_ok": _env_ok, "environment": _printed.getvalue()}))'''
+    "environment_ok": _env_ok, "environment": _printed.getvalue(), "modules": _modules}))'''
+
+# The notebook that first teaches (or first needs) each module; modules named "...nbNN..." (a
+# notebook's exercises or figures) belong to notebook NN; the rest may be imported anywhere.
+# Notebook 09 needs greedy decoding (taught in 10) to score its translations. "tqdm.auto" is
+# the training loop's progress bar; plain "tqdm" is imported by torch itself (torch.hub).
+FIRST_NEEDED_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.interop": 3,
+                   "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8,
+                   "helpers.data": 9, "helpers.lexicon": 9, "helpers.training": 9,
+                   "helpers.decoding": 9, "tqdm.auto": 9, "sacrebleu": 9}
+# Notebook 00 shows how exercises are checked on notebook 06's first one, the look-ahead mask
+# (masks.py imports attention for its mask explorer).
+ALLOWED_EARLY = {0: {"helpers.exercises.nb06", "helpers.masks", "helpers.attention"}}
+
+
+def first_needed_in(module: str):
+    match = re.search(r"\.nb(\d\d)", module)
+    if match:
+        return int(match.group(1))
+    return FIRST_NEEDED_IN.get(module, FIRST_NEEDED_IN.get(module.split(".")[0]))
+
+
+def imported_too_early(modules: list, number: int) -> list:
+    """The modules a notebook imported that only a later notebook teaches or needs."""
+    return [m for m in modules if (first_needed_in(m) or 0) > number
+            and m not in ALLOWED_EARLY.get(number, ())]
 
 
 def _snapshot_repository(folder: Path) -> Path:
@@ -191,3 +221,17 @@ def test_notebook_runs_alone_on_colabs_versions(colab_env, name, tmp_path):
     assert facts["sacrebleu"], "the setup cell did not install sacrebleu"
     assert facts["environment_ok"], facts["environment"]
     assert "pip install" not in facts["environment"]
+    early = imported_too_early(facts["modules"], int(name[:2]))
+    assert not early, f"{name} imported what only later notebooks teach: {early}"
+
+
+def test_imported_too_early_can_fail():
+    modules = ["helpers", "helpers.attention", "helpers.exercises", "helpers.exercises.nb01",
+               "helpers.figures.nb09_training", "helpers.training", "tqdm", "tqdm.auto",
+               "sacrebleu"]
+    assert imported_too_early(modules, 1) == ["helpers.figures.nb09_training",
+                                              "helpers.training", "tqdm.auto", "sacrebleu"]
+    assert imported_too_early(modules, 9) == []
+    assert imported_too_early(["helpers.exercises.nb06", "helpers.masks"], 0) == []
+    assert imported_too_early(["helpers.exercises.nb06", "helpers.masks"], 1) == [
+        "helpers.exercises.nb06", "helpers.masks"]

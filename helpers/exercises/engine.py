@@ -1,0 +1,372 @@
+"""The exercise engine: the building blocks of an exercise, ``check`` and ``solution``.
+
+Nothing here knows a particular exercise. Each notebook's module (``nb01.py``, ...) holds its
+references, buggy variants, cases and hints in a dict ``EXERCISES``; :data:`MODULES` says which
+module holds which exercise, so that ``check`` imports a notebook's module (and the parts of
+``helpers`` it needs) only when one of its exercises is first checked.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import functools
+import importlib
+import inspect
+import io
+import math
+import numbers
+import textwrap
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from .compare import Raised, describe, difference, is_blank, same
+
+PASS, FAIL, TODO, HINT = "✅", "❌", "⏳", "💡"
+# Seconds each call of the learner's function may take (math.inf: no limit). Measured on a
+# loaded 2-core machine: the slowest reference case takes under 2 ms in a fresh process, the
+# whole check of a reference answer under 15 ms. 10 s leaves room for a correct answer written
+# with Python loops, and for the first call of a lazily loaded part of torch (about 1 s for
+# torch.broadcast_shapes); an endless loop is still reported before a learner gives up waiting.
+TIME_LIMIT = 10.0
+
+# Which module of this package holds each exercise, in the order of the notebooks. A test checks
+# that it agrees with the modules' own EXERCISES.
+MODULES = {
+    "scaled_dot_product_attention": "nb01", "masked_softmax": "nb01",
+    "sinusoidal_encoding": "nb02", "add_positional_encoding": "nb02", "pe_rotation": "nb02",
+    "split_heads": "nb03", "merge_heads": "nb03",
+    "layer_norm": "nb04", "feed_forward": "nb04",
+    "embed_tokens": "nb05", "residual_sublayer": "nb05",
+    "causal_mask": "nb06", "padding_mask": "nb06",
+    "shift_right": "nb07", "cross_attention": "nb07",
+    "count_parameters": "nb08", "output_projection": "nb08",
+    "transformer_lr": "nb09", "label_smoothed_nll": "nb09",
+    "beam_step": "nb10", "length_penalized_score": "nb10",
+    "attention_entropy": "nb11", "source_alignment": "nb11",
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# The building blocks
+# ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Case:
+    """One call of the learner's function: a short label and the arguments."""
+
+    label: str
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
+
+    def run(self, fn: Callable) -> Any:
+        """Call ``fn`` on fresh copies of the inputs, so in-place edits cannot leak out."""
+        return fn(*_clone(self.args), **_clone(self.kwargs))
+
+    def describe(self) -> str:
+        """The label, plus the shapes of the tensor inputs (other inputs are in the label)."""
+        shapes = [str(tuple(a.shape)) for a in self.args if torch.is_tensor(a)]
+        return f"{self.label}; input shapes {', '.join(shapes)}" if shapes else self.label
+
+
+@dataclass(frozen=True)
+class NumberCase(Case):
+    """A case whose answer is one number. ``check`` compares tensors, so a plain number becomes
+    a 0-d tensor of ``dtype``. With an integer ``dtype``, a whole number (1788 or 1788.0) becomes
+    an integer and any other one a float64, for the dtype message. Other answers are left as
+    they are, for the usual messages."""
+
+    dtype: torch.dtype = torch.float32
+
+    def run(self, fn: Callable) -> Any:
+        result = super().run(fn)
+        if isinstance(result, bool) or not isinstance(result, numbers.Real):
+            return result
+        if self.dtype.is_floating_point:
+            return torch.tensor(float(result), dtype=self.dtype)
+        if isinstance(result, numbers.Integral) or float(result).is_integer():
+            return torch.tensor(int(result), dtype=self.dtype)
+        return torch.tensor(float(result), dtype=torch.float64)
+
+
+def tensor_reference(fn: Callable, dtype: torch.dtype | None = None) -> Callable:
+    """``fn``, a function that returns one number, returning it as a 0-d tensor instead, for
+    ``check`` compares tensors (a learner may return a plain number: see :class:`NumberCase`)."""
+
+    @functools.wraps(fn)
+    def reference(*args, **kwargs):
+        return torch.tensor(fn(*args, **kwargs), dtype=dtype)
+
+    return reference
+
+
+def randn(g: torch.Generator, *shape: int) -> torch.Tensor:
+    """Seeded standard normal numbers, for case builders."""
+    return torch.randn(*shape, generator=g)
+
+
+@dataclass(frozen=True)
+class Pitfall:
+    """A known mistake: its pitfall id such as "N2" (None for a bug outside the course's list),
+    the buggy code with the learner's signature, and the hint ``check`` prints on a match."""
+
+    id: str | None
+    name: str
+    variant: Callable
+    hint: str
+
+
+@dataclass(frozen=True)
+class Exercise:
+    """Everything ``check`` and ``solution`` need for one exercise."""
+
+    reference: Callable  # the right answer, with the learner's signature
+    make_cases: Callable[[torch.Generator], list]  # seeded generator -> list of Case
+    pitfalls: tuple  # Pitfall, ..., tried in order: the first one that matches gives the hint
+    sources: tuple  # functions whose source solution() prints
+    outputs: tuple = ("output",)  # names of the returned tensors; more than one means a tuple
+    atol: float = 1e-5
+    rtol: float = 1e-4
+    shown_name: str | None = None  # solution() prints the first source's def under this name
+
+    def cases(self) -> list:
+        """The test cases, the same on every call (a private generator, seed 0)."""
+        return self.make_cases(torch.Generator().manual_seed(0))
+
+
+# ----------------------------------------------------------------------------------------------
+# The registry, loaded one notebook at a time
+# ----------------------------------------------------------------------------------------------
+
+def lookup(name: str) -> Exercise:
+    """The exercise ``name``, importing its notebook's module on first use."""
+    if name not in MODULES:
+        known = ", ".join(sorted(MODULES))
+        raise ValueError(f"unknown exercise {name!r}; known exercises: {known}")
+    return importlib.import_module(f"{__package__}.{MODULES[name]}").EXERCISES[name]
+
+
+def all_exercises() -> dict[str, Exercise]:
+    """Every exercise by name, in the order of the notebooks (this imports every module)."""
+    return {name: lookup(name) for name in MODULES}
+
+
+# ----------------------------------------------------------------------------------------------
+# Public API
+# ----------------------------------------------------------------------------------------------
+
+def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
+    """Run ``fn`` against the reference of exercise ``name``; print one message; True if right.
+
+    ``time_limit``: seconds per call of ``fn`` (default ``TIME_LIMIT``; ``math.inf``: none).
+    Never raises for a wrong answer. Raises ``ValueError`` only for an unknown exercise name or
+    a time limit that is not a positive number.
+    """
+    exercise = lookup(name)
+    limit = TIME_LIMIT if time_limit is None else time_limit
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
+        raise ValueError(f"time_limit must be a number of seconds > 0 (math.inf: no limit), "
+                         f"got {limit!r}")
+    if not callable(fn):
+        print(f"{FAIL} {name}: check expects your function itself, e.g. "
+              f'check("{name}", my_function) without parentheses; got {describe(fn)}.')
+        return False
+    cases = exercise.cases()
+    given = []
+    for case in cases:
+        given.append(_call_learner(fn, case, limit))
+        if isinstance(given[-1], _TimedOut):
+            print(f"{FAIL} {name}: your function did not return within {limit:g} s "
+                  f"[case: {case.describe()}]\n   {HINT} Look for a loop that never ends (a "
+                  "while loop whose condition never changes?). Python cannot stop the call from "
+                  "outside: it goes on in the background, so if the kernel stays busy, restart "
+                  f'it. For a slow but correct function: check("{name}", fn, time_limit=60).')
+            return False
+    not_implemented = [isinstance(g, Raised) and isinstance(g.error, NotImplementedError)
+                       for g in given]
+    if all(not_implemented) or (all(map(is_blank, given)) and _is_stub(fn)):
+        print(f"{TODO} {name}: not attempted yet. Write your code in the function, run its "
+              "cell, then run this check again.")
+        return False
+    problems = [difference(exercise, _call(exercise.reference, case), result)
+                for case, result in zip(cases, given, strict=True)]
+    bad = [i for i, problem in enumerate(problems) if problem is not None]
+    if not bad:
+        tested = "; ".join(case.label for case in cases)
+        print(f"{PASS} {name}: correct on all {len(cases)} test cases ({tested}). Well done!")
+        return True
+    first = bad[0]
+    headline = f"{FAIL} {name}: {problems[first].message} [case: {cases[first].describe()}]"
+    pitfall = _diagnose(exercise, cases, given, first)
+    if not_implemented[first]:
+        advice = ("This case reaches a part of your function that still raises "
+                  "NotImplementedError (other cases return a value): finish that branch.")
+    elif pitfall is None:
+        advice = problems[first].advice
+        advice = f'{advice[0].upper()}{advice[1:]}; solution("{name}") shows one answer.'
+    else:
+        tag = f" [{pitfall.id}]" if pitfall.id else ""
+        advice = f"Hint{tag}: {pitfall.hint}"
+    print(f"{headline}\n   {HINT} {advice}")
+    return False
+
+
+def solution(name: str) -> None:
+    """Print the reference code behind exercise ``name``, each piece headed by where it lives.
+
+    Raises ``ValueError`` for an unknown exercise name.
+    """
+    exercise = lookup(name)
+    blocks = []
+    for i, fn in enumerate(exercise.sources):
+        code = textwrap.dedent(inspect.getsource(fn)).rstrip()
+        if i == 0 and exercise.shown_name:
+            code = code.replace(f"def {fn.__name__}(", f"def {exercise.shown_name}(", 1)
+        blocks.append(f"# From {_where(fn)}\n{code}")
+    print("\n\n".join(blocks))
+
+
+# ----------------------------------------------------------------------------------------------
+# Calling the learner's function: quietly, with a time limit
+# ----------------------------------------------------------------------------------------------
+
+def _call(fn: Callable, case: Case) -> Any:
+    """Run ``fn`` on ``case`` quietly; an exception becomes a :class:`Raised`."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return _outcome(fn, case)
+
+
+def _outcome(fn: Callable, case: Case) -> Any:
+    try:
+        return case.run(fn)
+    except (Exception, SystemExit) as error:  # a wrong answer, not a crash of the checker
+        return Raised(error)
+
+
+@dataclass(frozen=True)
+class _TimedOut:
+    seconds: float
+
+
+def _call_learner(fn: Callable, case: Case, limit: float) -> Any:
+    """:func:`_call` with a time limit: ``fn`` runs in a daemon thread, joined for ``limit``
+    seconds (signal.alarm would not work on Windows, nor outside the main thread). A thread
+    cannot be killed, so a function that never returns goes on running in the background."""
+    if math.isinf(limit):
+        return _call(fn, case)
+    result = []
+
+    def run():
+        try:
+            result.append(_outcome(fn, case))
+        except BaseException as error:  # even KeyboardInterrupt: raised by fn, not by the user
+            result.append(Raised(error))
+
+    worker = threading.Thread(target=run, daemon=True, name=f"check: {case.label}")
+    with contextlib.redirect_stdout(io.StringIO()):  # here, so that it ends on time
+        worker.start()
+        worker.join(limit)
+    return result[0] if result else _TimedOut(limit)
+
+
+def _clone(obj: Any) -> Any:
+    if torch.is_tensor(obj):
+        return obj.clone()
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_clone(item) for item in obj)
+    if isinstance(obj, dict):
+        return {key: _clone(value) for key, value in obj.items()}
+    return obj
+
+
+# ----------------------------------------------------------------------------------------------
+# An untouched stub, or code that forgot its return?
+# ----------------------------------------------------------------------------------------------
+
+_PLACEHOLDER_VALUES = (None, Ellipsis)
+
+
+def _is_placeholder(node: ast.AST) -> bool:
+    """``None``, ``...`` or a tuple of them: what a stub returns."""
+    if isinstance(node, ast.Tuple):
+        return all(map(_is_placeholder, node.elts))
+    return node is None or (isinstance(node, ast.Constant) and node.value in _PLACEHOLDER_VALUES)
+
+
+def _is_stub_statement(node: ast.stmt) -> bool:
+    if isinstance(node, ast.Pass):
+        return True
+    if isinstance(node, ast.Expr):  # a docstring, a bare string or ...
+        value = node.value.value if isinstance(node.value, ast.Constant) else None
+        return isinstance(value, str) or value is Ellipsis
+    if isinstance(node, ast.Return):
+        return _is_placeholder(node.value)
+    if isinstance(node, ast.Raise):
+        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+        return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+    return False
+
+
+def _definition(fn: Callable) -> ast.AST | None:
+    """The parsed ``def`` or ``lambda`` of ``fn`` from its source, or None without one."""
+    try:
+        lines, first = inspect.getsourcelines(fn)
+    except (OSError, TypeError):
+        return None
+    source = textwrap.dedent("".join(lines))
+    if getattr(fn, "__name__", "") != "<lambda>":
+        with contextlib.suppress(SyntaxError):
+            return next((node for node in ast.walk(ast.parse(source))
+                         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
+        return None
+    line = fn.__code__.co_firstlineno - first  # the lambda's line within ``source``
+    text = "\n".join(source.splitlines()[line:])
+    text = text[text.find("lambda"):][:500]  # from the lambda on: maybe part of a statement
+    for end in range(len(text), 0, -1):
+        with contextlib.suppress(SyntaxError):
+            return next(node for node in ast.walk(ast.parse(text[:end], mode="eval"))
+                        if isinstance(node, ast.Lambda))
+    return None
+
+
+def _is_stub(fn: Callable) -> bool:
+    """Is ``fn`` an untouched stub, its body only ``pass``, ``return None`` or ``raise
+    NotImplementedError``? A function with real code that returns None forgot its ``return``.
+    Without its source (a built-in, a partial), it counts as written."""
+    node = _definition(fn)
+    if isinstance(node, ast.Lambda):
+        return _is_placeholder(node.body)
+    return node is not None and all(map(_is_stub_statement, node.body))
+
+
+# ----------------------------------------------------------------------------------------------
+# Which known pitfall explains a wrong answer, and where a reference lives
+# ----------------------------------------------------------------------------------------------
+
+def _diagnose(exercise: Exercise, cases: list, given: list, first_bad: int) -> Pitfall | None:
+    """Which known pitfall explains the learner's outputs?
+
+    First choice: a variant that agrees with the learner on every case. There an exception only
+    needs the same type (``x + pe[:, :L]`` and ``pe[:, :L] + x`` word their errors differently),
+    and at least one case must return a value. Second choice: a variant that agrees on the first
+    failing case (an exception must then match word for word). Else None.
+    """
+    outcomes = [[_call(p.variant, case) for case in cases] for p in exercise.pitfalls]
+    some_value = not all(isinstance(g, Raised) for g in given)
+    for pitfall, theirs in zip(exercise.pitfalls, outcomes, strict=True):
+        if some_value and all(same(t, g, exercise, same_message=False)
+                              for t, g in zip(theirs, given, strict=True)):
+            return pitfall
+    for pitfall, theirs in zip(exercise.pitfalls, outcomes, strict=True):
+        if same(theirs[first_bad], given[first_bad], exercise):
+            return pitfall
+    return None
+
+
+def _where(fn: Callable) -> str:
+    """``helpers/attention.py``, plus the qualified name for a method."""
+    path = inspect.getmodule(fn).__name__.replace(".", "/") + ".py"
+    return f"{path} ({fn.__qualname__})" if "." in fn.__qualname__ else path

@@ -1,0 +1,184 @@
+"""Notebook 04's exercises: ``layer_norm`` (with the LayerNorm bugs N1-N5 as buggy
+variants) and ``feed_forward``.
+"""
+
+import torch
+
+from ..layers import FeedForward, layer_norm
+from .engine import Case, Exercise, Pitfall, randn
+
+# ----------------------------------------------------------------------------------------------
+# The reference that helpers/ has no function for (shown by solution())
+# ----------------------------------------------------------------------------------------------
+
+def feed_forward(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
+                 b2: torch.Tensor) -> torch.Tensor:
+    """Position-wise feed-forward network, equation (2): ``max(0, x W1 + b1) W2 + b2``.
+
+    Shapes: ``x (..., d_model)``, ``w1 (d_model, d_ff)``, ``w2 (d_ff, d_model)``. The module
+    ``FeedForward`` in helpers/layers.py does the same with ``nn.Linear``, which stores each
+    weight transposed, ``(out, in)``, and computes ``x @ W.T + b``.
+    """
+    hidden = torch.relu(x @ w1 + b1)  # (..., d_ff): the same two layers act on every position
+    return hidden @ w2 + b2  # (..., d_model)
+
+
+# ----------------------------------------------------------------------------------------------
+# Buggy variants, each with the learner's signature
+# ----------------------------------------------------------------------------------------------
+
+def _ln_unbiased(x, weight, bias, eps=1e-5):
+    """N1: unbiased variance (divides by d - 1); nn.LayerNorm divides by d."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=True)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def _ln_eps_outside(x, weight, bias, eps=1e-5):
+    """N2: ``(x - mean) / (std + eps)``."""
+    mean = x.mean(dim=-1, keepdim=True)
+    std = x.std(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / (std + eps) * weight + bias
+
+
+def _ln_no_eps(x, weight, bias, eps=1e-5):
+    """N2: no epsilon at all: a constant vector gives 0/0 = NaN."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var) * weight + bias
+
+
+def _ln_unbiased_std_plus_eps(x, weight, bias, eps=1e-5):
+    """N2 (and N1): ``(x - mean) / (x.std() + eps)``, a common tutorial version."""
+    mean = x.mean(dim=-1, keepdim=True)
+    return (x - mean) / (x.std(dim=-1, keepdim=True) + eps) * weight + bias
+
+
+def _ln_scalar_gain_bias(x, weight, bias, eps=1e-5):
+    """N3: one gain and one bias for all features."""
+    return layer_norm(x, weight.mean(), bias.mean(), eps)
+
+
+def _ln_over(dim):
+    """N4: statistics over ``dim`` (None: over every element) instead of the feature axis."""
+
+    def layer_norm_over(x, weight, bias, eps=1e-5):
+        if dim is None:
+            mean, var = x.mean(), x.var(unbiased=False)
+        else:
+            mean = x.mean(dim=dim, keepdim=True)
+            var = x.var(dim=dim, keepdim=True, unbiased=False)
+        return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+    return layer_norm_over
+
+
+def _ln_eps_subtracted(x, weight, bias, eps=1e-5):
+    """N5: epsilon subtracted under the root."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var - eps) * weight + bias
+
+
+def _ln_bias_under_root(x, weight, bias, eps=1e-5):
+    """N5: the bias (beta) put under the root in place of epsilon, and not added afterwards."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / torch.sqrt(var + bias) * weight
+
+
+# Feed-forward.
+
+def _ff_no_relu(x, w1, b1, w2, b2):
+    """No ReLU: two linear layers collapse into one linear map."""
+    return (x @ w1 + b1) @ w2 + b2
+
+
+def _ff_relu_at_the_end(x, w1, b1, w2, b2):
+    """A ReLU after the second layer too: outputs can no longer be negative."""
+    return torch.relu(feed_forward(x, w1, b1, w2, b2))
+
+
+def _ff_transposed_weights(x, w1, b1, w2, b2):
+    """Weights used transposed (the nn.Linear habit ``x @ W.T``)."""
+    return torch.relu(x @ w1.T + b1) @ w2.T + b2
+
+
+# ----------------------------------------------------------------------------------------------
+# Test cases (seeded; edge cases chosen so that each buggy variant shows)
+# ----------------------------------------------------------------------------------------------
+
+def _layer_norm_cases(g):
+    def gain_and_bias(d):  # not constant, so a scalar gain or bias shows
+        return 1 + 0.5 * randn(g, d), 0.5 * randn(g, d)
+
+    return [
+        Case("random (2, 3, 6)", (1 + 3 * randn(g, 2, 3, 6), *gain_and_bias(6))),
+        Case("eps=0.1, small inputs", (0.3 * randn(g, 2, 4, 5), *gain_and_bias(5)),
+             {"eps": 0.1}),
+        Case("d_model=2", (2 * randn(g, 3, 2), *gain_and_bias(2))),
+        Case("length 1", (randn(g, 1, 1, 8), *gain_and_bias(8))),
+        Case("constant features (variance 0)", (torch.full((1, 2, 4), 3.0), *gain_and_bias(4))),
+    ]
+
+
+def _feed_forward_cases(g):
+    def weights(d_model, d_ff):
+        return (randn(g, d_model, d_ff), randn(g, d_ff), randn(g, d_ff, d_model),
+                randn(g, d_model))
+
+    return [
+        Case("d_model=4, d_ff=8", (randn(g, 2, 3, 4), *weights(4, 8))),
+        Case("d_ff = d_model = 5", (randn(g, 2, 2, 5), *weights(5, 5))),
+        Case("length 1", (randn(g, 1, 1, 3), *weights(3, 6))),
+    ]
+
+
+EXERCISES: dict[str, Exercise] = {
+    "layer_norm": Exercise(
+        reference=layer_norm,
+        make_cases=_layer_norm_cases,
+        sources=(layer_norm,),
+        pitfalls=(
+            Pitfall("N1", "unbiased variance", _ln_unbiased,
+                    "use the biased variance (divide by d, not d-1), as nn.LayerNorm does: "
+                    "x.var(dim=-1, unbiased=False)."),
+            Pitfall("N2", "eps outside the square root", _ln_eps_outside,
+                    "is your epsilon inside the square root? (x - mean) / sqrt(var + eps)."),
+            Pitfall("N2", "no epsilon", _ln_no_eps,
+                    "is your epsilon inside the square root? (x - mean) / sqrt(var + eps); "
+                    "without it a vector of equal values gives 0/0 = NaN."),
+            Pitfall("N2", "x.std() + eps", _ln_unbiased_std_plus_eps,
+                    "is your epsilon inside the square root? (x - mean) / sqrt(var + eps), and "
+                    "x.std() is unbiased: use the biased variance (divide by d, not d-1)."),
+            Pitfall("N3", "scalar gain and bias", _ln_scalar_gain_bias,
+                    "gain and bias have one value per feature: multiply by weight and add bias "
+                    "elementwise."),
+            Pitfall("N4", "statistics over the sequence", _ln_over(-2),
+                    "normalise each token's vector over its d_model features (dim=-1)."),
+            Pitfall("N4", "statistics over the batch", _ln_over(0),
+                    "normalise each token's vector over its d_model features (dim=-1)."),
+            Pitfall("N4", "statistics over everything", _ln_over(None),
+                    "normalise each token's vector over its d_model features (dim=-1)."),
+            Pitfall("N5", "eps subtracted", _ln_eps_subtracted,
+                    "only epsilon goes under the root, and it is added: sqrt(var + eps)."),
+            Pitfall("N5", "bias under the root", _ln_bias_under_root,
+                    "beta is added after normalising; only epsilon goes under the root."),
+        ),
+    ),
+    "feed_forward": Exercise(
+        reference=feed_forward,
+        make_cases=_feed_forward_cases,
+        sources=(feed_forward, FeedForward.forward),
+        pitfalls=(
+            Pitfall(None, "no ReLU", _ff_no_relu,
+                    "apply ReLU between the two layers: relu(x @ w1 + b1) @ w2 + b2 "
+                    "(equation 2 of the paper)."),
+            Pitfall(None, "ReLU after the second layer", _ff_relu_at_the_end,
+                    "the second layer is linear, with no ReLU after it: outputs may be negative."),
+            Pitfall(None, "transposed weights", _ff_transposed_weights,
+                    "check the shapes: w1 is (d_model, d_ff) and w2 is (d_ff, d_model), so use "
+                    "x @ w1 (nn.Linear stores the transpose and computes x @ W.T)."),
+        ),
+    ),
+}

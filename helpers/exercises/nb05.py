@@ -1,0 +1,212 @@
+"""Notebook 05's exercises: the encoder's input (``embed_tokens``), and one sub-layer with
+its residual path and LayerNorm (``residual_sublayer``).
+"""
+
+import math
+from typing import Callable
+
+import torch
+
+from ..attention import scaled_dot_product_attention
+from ..layers import layer_norm
+from ..positional import sinusoidal_encoding
+from .engine import Case, Exercise, Pitfall, randn
+from .nb04 import feed_forward
+
+# ----------------------------------------------------------------------------------------------
+# References (shown by solution())
+# ----------------------------------------------------------------------------------------------
+
+def embed_tokens(tokens: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
+    """The encoder's input: embedding rows times sqrt(d_model), plus the positional encoding.
+
+    Shapes: ``tokens (B, L)`` ids, ``weight (V, d_model)``, ``pe (max_len, d_model)`` with
+    ``max_len >= L``; result ``(B, L, d_model)``. ``Transformer`` in helpers/model.py does the same
+    with ``nn.Embedding`` (notebook 08).
+    """
+    d_model = weight.shape[1]  # the width of a row; weight.shape[0] is the vocabulary size
+    x = weight[tokens] * math.sqrt(d_model)  # (B, L, d_model): scale the tokens only (section 3.4)
+    return x + pe[:tokens.shape[1]]  # the first L positions (rows), broadcast over the batch
+
+
+def residual_sublayer(x: torch.Tensor, sublayer: Callable, norm: Callable,
+                      norm_first: bool) -> torch.Tensor:
+    """One sub-layer with its residual path and LayerNorm (section 3.1 of the paper).
+
+    Post-norm (the paper, ``norm_first=False``): ``norm(x + sublayer(x))``. Pre-norm:
+    ``x + sublayer(norm(x))``. ``EncoderLayer`` in helpers/layers.py does this twice, with
+    self-attention and then the feed-forward network as the sub-layer (dropout aside).
+    """
+    if norm_first:
+        return x + sublayer(norm(x))  # the residual path carries x itself, never normalised
+    return norm(x + sublayer(x))  # add first, then normalise
+
+
+# ----------------------------------------------------------------------------------------------
+# Buggy variants, each with the learner's signature
+# ----------------------------------------------------------------------------------------------
+
+def _embed_unscaled(tokens, weight, pe):
+    """T2: the embeddings are not multiplied by sqrt(d_model)."""
+    return weight[tokens] + pe[:tokens.shape[1]]
+
+
+def _embed_pe_scaled_too(tokens, weight, pe):
+    """T2: the sum is scaled, so the positional encoding grows by sqrt(d_model) as well."""
+    return (weight[tokens] + pe[:tokens.shape[1]]) * math.sqrt(weight.shape[1])
+
+
+def _embed_times_d_model(tokens, weight, pe):
+    """Multiplied by d_model instead of its square root."""
+    return weight[tokens] * weight.shape[1] + pe[:tokens.shape[1]]
+
+
+def _embed_divided(tokens, weight, pe):
+    """Divided by sqrt(d_model) instead of multiplied."""
+    return weight[tokens] / math.sqrt(weight.shape[1]) + pe[:tokens.shape[1]]
+
+
+def _embed_sqrt_vocab(tokens, weight, pe):
+    """d_model read from the wrong axis: sqrt of the vocabulary size."""
+    return weight[tokens] * math.sqrt(weight.shape[0]) + pe[:tokens.shape[1]]
+
+
+def _embed_pe_sliced_on_features(tokens, weight, pe):
+    """P4: the table cut along the features instead of the positions."""
+    return weight[tokens] * math.sqrt(weight.shape[1]) + pe[:, :tokens.shape[1]]
+
+
+def _residual_layouts_swapped(x, sublayer, norm, norm_first):
+    """Post-norm when norm_first is True and pre-norm when it is False."""
+    return residual_sublayer(x, sublayer, norm, not norm_first)
+
+
+def _residual_always_post(x, sublayer, norm, norm_first):
+    """norm_first ignored: always the paper's post-norm."""
+    return norm(x + sublayer(x))
+
+
+def _residual_always_pre(x, sublayer, norm, norm_first):
+    """norm_first ignored: always pre-norm."""
+    return x + sublayer(norm(x))
+
+
+def _residual_missing(x, sublayer, norm, norm_first):
+    """No residual path: the input is not added back."""
+    return sublayer(norm(x)) if norm_first else norm(sublayer(x))
+
+
+def _residual_added_after_norm(x, sublayer, norm, norm_first):
+    """Post-norm with the residual added after the norm: ``norm(sublayer(x)) + x``."""
+    return x + sublayer(norm(x)) if norm_first else norm(sublayer(x)) + x
+
+
+def _residual_normalised_path(x, sublayer, norm, norm_first):
+    """Pre-norm whose residual path carries norm(x) instead of x."""
+    return norm(x) + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+
+
+def _residual_pre_norm_twice(x, sublayer, norm, norm_first):
+    """Pre-norm that also normalises the sum: ``norm(x + sublayer(norm(x)))``."""
+    return norm(x + sublayer(norm(x))) if norm_first else norm(x + sublayer(x))
+
+
+# ----------------------------------------------------------------------------------------------
+# Test cases
+# ----------------------------------------------------------------------------------------------
+
+def _embed_tokens_cases(g):
+    def case(label, B, L, V, d_model, max_len):
+        tokens = torch.randint(0, V, (B, L), generator=g)
+        weight = randn(g, V, d_model) * d_model ** -0.5  # helpers/model.py's N(0, 1/d_model)
+        return Case(label, (tokens, weight, sinusoidal_encoding(max_len, d_model)))
+
+    return [
+        case("B=2, L=5, V=11, d_model=16, max_len=12", 2, 5, 11, 16, 12),
+        case("d_model=4, L = max_len = 3, V=7", 1, 3, 7, 4, 3),
+        case("length 1, V=5, d_model=8", 3, 1, 5, 8, 6),
+        case("d_model=64, L=7, V=20", 2, 7, 20, 64, 10),
+    ]
+
+
+def _residual_sublayer_cases(g):
+    def norm_fn(d):  # a LayerNorm with a gain and bias that differ per feature
+        weight, bias = 1 + 0.5 * randn(g, d), 0.5 * randn(g, d)
+        return lambda x: layer_norm(x, weight, bias)
+
+    def ff_fn(d):  # a feed-forward sub-layer, equation (2)
+        w1, b1, w2, b2 = randn(g, d, 2 * d), randn(g, 2 * d), randn(g, 2 * d, d), randn(g, d)
+        return lambda x: feed_forward(x, w1 / math.sqrt(d), b1, w2 / math.sqrt(2 * d), b2)
+
+    def attention_fn(d):  # a single-head self-attention sub-layer
+        wq, wk, wv = (randn(g, d, d) / math.sqrt(d) for _ in range(3))
+        return lambda x: scaled_dot_product_attention(x @ wq, x @ wk, x @ wv)[0]
+
+    return [
+        Case("post-norm (norm_first=False), feed-forward sub-layer",
+             (2 + 3 * randn(g, 2, 4, 6), ff_fn(6), norm_fn(6), False)),
+        Case("pre-norm (norm_first=True), feed-forward sub-layer",
+             (2 + 3 * randn(g, 2, 4, 6), ff_fn(6), norm_fn(6), True)),
+        Case("post-norm, self-attention sub-layer",
+             (2 * randn(g, 2, 5, 8), attention_fn(8), norm_fn(8), False)),
+        Case("pre-norm, self-attention sub-layer",
+             (2 * randn(g, 2, 5, 8), attention_fn(8), norm_fn(8), True)),
+        Case("pre-norm, length 1", (1 + randn(g, 1, 1, 4), ff_fn(4), norm_fn(4), True)),
+    ]
+
+
+_HINT_POST = ("post-norm (norm_first=False, the paper) adds first, then normalises: "
+              "norm(x + sublayer(x)).")
+_HINT_PRE = ("pre-norm (norm_first=True) normalises the sub-layer's input and adds the raw x: "
+             "x + sublayer(norm(x)).")
+
+EXERCISES: dict[str, Exercise] = {
+    "embed_tokens": Exercise(
+        reference=embed_tokens,
+        make_cases=_embed_tokens_cases,
+        sources=(embed_tokens,),
+        pitfalls=(
+            Pitfall("T2", "embeddings not scaled", _embed_unscaled,
+                    "multiply the embeddings by sqrt(d_model) (section 3.4): weight[tokens] * "
+                    "math.sqrt(d_model) + pe[:L]. Without the factor the tokens are sqrt(d_model) "
+                    "times quieter than the positions."),
+            Pitfall("T2", "positional encoding scaled too", _embed_pe_scaled_too,
+                    "scale only the embeddings, then add the positional encoding as it is: "
+                    "weight[tokens] * math.sqrt(d_model) + pe[:L]."),
+            Pitfall(None, "times d_model", _embed_times_d_model,
+                    "the factor is the square root of d_model: math.sqrt(d_model), not d_model."),
+            Pitfall(None, "divided by sqrt(d_model)", _embed_divided,
+                    "multiply the embeddings by sqrt(d_model), do not divide."),
+            Pitfall(None, "sqrt of the vocabulary size", _embed_sqrt_vocab,
+                    "d_model is the width of the embedding matrix, weight.shape[1] "
+                    "(weight.shape[0] is the vocabulary size)."),
+            Pitfall("P4", "pe sliced on the features", _embed_pe_sliced_on_features,
+                    "slice positions, not features: pe[:L] takes the first L rows."),
+        ),
+    ),
+    "residual_sublayer": Exercise(
+        reference=residual_sublayer,
+        make_cases=_residual_sublayer_cases,
+        sources=(residual_sublayer,),
+        pitfalls=(
+            Pitfall(None, "layouts swapped", _residual_layouts_swapped,
+                    "the two layouts are swapped: norm_first=True is pre-norm, x + "
+                    "sublayer(norm(x)); norm_first=False is the paper's post-norm, norm(x + "
+                    "sublayer(x))."),
+            Pitfall(None, "always post-norm", _residual_always_post,
+                    "norm_first is ignored: " + _HINT_PRE),
+            Pitfall(None, "always pre-norm", _residual_always_pre,
+                    "norm_first is ignored: " + _HINT_POST),
+            Pitfall(None, "no residual path", _residual_missing,
+                    "add the input x back: the residual path is what the sub-layer's output is "
+                    "added to (x + ...)."),
+            Pitfall(None, "residual added after the norm", _residual_added_after_norm,
+                    "the residual is added after the norm: " + _HINT_POST),
+            Pitfall(None, "normalised residual path", _residual_normalised_path,
+                    "the residual path carries x itself, not norm(x): " + _HINT_PRE),
+            Pitfall(None, "pre-norm normalises the sum", _residual_pre_norm_twice,
+                    "pre-norm leaves the sum un-normalised (the stack's final LayerNorm does that "
+                    "once): " + _HINT_PRE),
+        ),
+    ),
+}

@@ -1,0 +1,202 @@
+"""Notebook 07's exercises: the decoder's input (``shift_right``) and
+``cross_attention``.
+"""
+
+import math
+
+import torch
+
+from ..attention import scaled_dot_product_attention
+from .engine import Case, Exercise, Pitfall, randn
+from .nb01 import HINT_A3
+
+# ----------------------------------------------------------------------------------------------
+# References (shown by solution())
+# ----------------------------------------------------------------------------------------------
+
+def shift_right(target: torch.Tensor, bos_id: int) -> torch.Tensor:
+    """Teacher forcing's decoder input: BOS, then the target without its last token.
+
+    ``target (B, T)`` token ids -> ``(B, T)``: position t holds target token t - 1 (position 0
+    holds ``bos_id``), so under the look-ahead mask position t sees only the tokens before the
+    one it must predict. The labels stay ``target`` itself (section 3.1: "the output embeddings
+    are offset by one position").
+    """
+    bos = torch.full_like(target[:, :1], bos_id)  # (B, 1), same dtype and device as target
+    return torch.cat([bos, target[:, :-1]], dim=1)  # (B, 1) + (B, T - 1) -> (B, T)
+
+
+def cross_attention(x: torch.Tensor, memory: torch.Tensor, w_q: torch.Tensor, w_k: torch.Tensor,
+                    w_v: torch.Tensor, memory_mask=None):
+    """One head of the decoder's cross-attention (section 3.2.3), returning ``(out, weights)``.
+
+    Queries from the decoder, keys and values from the encoder's output (the memory):
+    ``x (B, T, d_model)``, ``memory (B, S, d_model)``, ``w_q``, ``w_k``, ``w_v (d_model, d_k)``,
+    ``memory_mask`` None or bool ``(B, 1, S)``, True for a real source token. Returns ``out
+    (B, T, d_k)`` and ``weights (B, T, S)``: one row per target position over the source.
+    ``DecoderLayer._cross_attention`` in helpers/layers.py does this for every head at once.
+    """
+    q = x @ w_q  # (B, T, d_k): what each target position is looking for
+    k, v = memory @ w_k, memory @ w_v  # (B, S, d_k): what the source offers
+    # No look-ahead mask here: the whole source is known from the start; only padding is hidden.
+    return scaled_dot_product_attention(q, k, v, memory_mask)
+
+
+# ----------------------------------------------------------------------------------------------
+# Buggy variants, each with the learner's signature
+# ----------------------------------------------------------------------------------------------
+
+def _shift_none(target, bos_id):
+    """T1: the target itself as the decoder input: position t sees the token it must predict."""
+    return target.clone()
+
+
+def _shift_left(target, bos_id):
+    """Shifted left: the first token dropped and BOS put at the end."""
+    return torch.cat([target[:, 1:], torch.full_like(target[:, :1], bos_id)], dim=1)
+
+
+def _shift_drops_first(target, bos_id):
+    """BOS in front, but the first target token dropped instead of the last (BOS overwrites y_0)."""
+    return torch.cat([torch.full_like(target[:, :1], bos_id), target[:, 1:]], dim=1)
+
+
+def _shift_keeps_all(target, bos_id):
+    """BOS in front and nothing dropped: the input is one token longer than the labels."""
+    return torch.cat([torch.full_like(target[:, :1], bos_id), target], dim=1)
+
+
+def _shift_roll(target, bos_id):
+    """``torch.roll``: shifted right, but the last token wraps around to position 0."""
+    return torch.roll(target, shifts=1, dims=1)
+
+
+def _cross_swapped(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """Queries from the memory, keys and values from the decoder: the arguments swapped."""
+    return scaled_dot_product_attention(memory @ w_q, x @ w_k, x @ w_v, memory_mask)
+
+
+def _cross_values_from_decoder(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """Keys from the memory but values from the decoder."""
+    return scaled_dot_product_attention(x @ w_q, memory @ w_k, x @ w_v, memory_mask)
+
+
+def _cross_is_self_attention(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """The memory never used: self-attention over the decoder's own positions."""
+    return scaled_dot_product_attention(x @ w_q, x @ w_k, x @ w_v)
+
+
+def _cross_mask_ignored(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """memory_mask never applied: every target position also reads the padded source tokens."""
+    return scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v)
+
+
+def _cross_causal_memory(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """A look-ahead mask on the memory: target position t reads only source tokens 0..t."""
+    T, S = x.shape[1], memory.shape[1]
+    mask = torch.ones(T, S, dtype=torch.bool).tril()  # (T, S)
+    if memory_mask is not None:
+        mask = mask & memory_mask  # (T, S) & (B, 1, S) -> (B, T, S)
+    return scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask)
+
+
+def _cross_inverted_mask(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """A3: the memory mask used with True = blocked."""
+    mask = None if memory_mask is None else ~memory_mask
+    return scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask)
+
+
+def _cross_scaled_by_d_model(x, memory, w_q, w_k, w_v, memory_mask=None):
+    """A1: scores divided by sqrt(d_model), the width of x, instead of sqrt(d_k)."""
+    q, k, v = x @ w_q, memory @ w_k, memory @ w_v
+    scale = math.sqrt(x.shape[-1] / q.shape[-1])  # sdpa divides by sqrt(d_k); make it sqrt(d_model)
+    return scaled_dot_product_attention(q / scale, k, v, memory_mask)
+
+
+# ----------------------------------------------------------------------------------------------
+# Test cases
+# ----------------------------------------------------------------------------------------------
+
+def _shift_right_cases(g):
+    return [
+        Case("B=2, T=5, bos_id=1", (torch.randint(3, 12, (2, 5), generator=g), 1)),
+        Case("targets ending in EOS=2 and padding 0, bos_id=1",
+             (torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 2, 0, 0, 0]]), 1)),
+        Case("length 1, bos_id=2", (torch.tensor([[7], [4]]), 2)),
+        Case("B=3, T=4, bos_id=3", (torch.randint(4, 20, (3, 4), generator=g), 3)),
+    ]
+
+
+def _cross_attention_cases(g):
+    def case(label, B, T, S, d_model, d_k, real=None):
+        x, memory = randn(g, B, T, d_model), randn(g, B, S, d_model)
+        weights = [randn(g, d_model, d_k) / math.sqrt(d_model) * 2 for _ in range(3)]
+        mask = None
+        if real is not None:  # real[b] source tokens in sentence b, then padding
+            mask = (torch.arange(S)[None, :] < torch.tensor(real)[:, None])[:, None, :]  # (B, 1, S)
+        return Case(label, (x, memory, *weights), {} if mask is None else {"memory_mask": mask})
+
+    return [
+        case("T = S = 4, no mask", 2, 4, 4, 8, 8),
+        case("T=3, S=5, source padding (B, 1, S), d_k=4", 2, 3, 5, 8, 4, real=[5, 3]),
+        case("T=5, S=2, no mask", 1, 5, 2, 6, 6),
+        case("T = S = 4, source padding, d_k=4", 2, 4, 4, 8, 4, real=[4, 2]),
+        case("one target position, S=6 with padding", 2, 1, 6, 8, 8, real=[6, 4]),
+    ]
+
+
+_HINT_CROSS_SOURCES = ("q = x @ w_q (queries from the decoder), k = memory @ w_k and "
+                       "v = memory @ w_v (keys and values from the encoder's memory).")
+
+EXERCISES: dict[str, Exercise] = {
+    "shift_right": Exercise(
+        reference=shift_right,
+        make_cases=_shift_right_cases,
+        sources=(shift_right,),
+        pitfalls=(
+            Pitfall("T1", "no shift", _shift_none,
+                    "shift the target right behind BOS: torch.cat([bos, target[:, :-1]], dim=1). "
+                    "Fed the target itself, position t sees the very token it must predict and the "
+                    "model learns to copy it (a teacher-forcing leak)."),
+            Pitfall(None, "shifted left", _shift_left,
+                    "shift right, not left: BOS goes first and every target token moves one place "
+                    "later (position t holds token t - 1)."),
+            Pitfall(None, "first token dropped", _shift_drops_first,
+                    "drop the last target token, not the first: the input is BOS, y_0, ..., "
+                    "y_(T-2), so y_0 is still read and position t holds token t - 1."),
+            Pitfall(None, "nothing dropped", _shift_keeps_all,
+                    "keep the length T: after putting BOS in front, drop the last target token "
+                    "(target[:, :-1]); the labels stay the whole target."),
+            Pitfall(None, "torch.roll", _shift_roll,
+                    "torch.roll wraps the last token around to position 0: put bos_id there "
+                    "instead (torch.cat with a column of bos_id)."),
+        ),
+    ),
+    "cross_attention": Exercise(
+        reference=cross_attention,
+        make_cases=_cross_attention_cases,
+        outputs=("out", "weights"),
+        sources=(cross_attention,),
+        pitfalls=(
+            Pitfall(None, "queries from the memory", _cross_swapped,
+                    "the arguments are swapped: " + _HINT_CROSS_SOURCES + " When S == T the swap "
+                    "raises no error: it is silently wrong."),
+            Pitfall(None, "values from the decoder", _cross_values_from_decoder,
+                    "the values come from the memory too, like the keys: " + _HINT_CROSS_SOURCES),
+            Pitfall(None, "memory unused", _cross_is_self_attention,
+                    "that is self-attention; cross-attention reads the encoder's memory: "
+                    + _HINT_CROSS_SOURCES),
+            Pitfall(None, "memory mask ignored", _cross_mask_ignored,
+                    "pass memory_mask to the attention, so that no target position reads a padded "
+                    "source token."),
+            Pitfall(None, "look-ahead mask on the memory", _cross_causal_memory,
+                    "the look-ahead mask belongs to the decoder's self-attention only: the whole "
+                    "source is known, so every target position may read every real source token "
+                    "(use memory_mask alone)."),
+            Pitfall("A3", "inverted memory mask", _cross_inverted_mask, HINT_A3),
+            Pitfall("A1", "scaled by sqrt(d_model)", _cross_scaled_by_d_model,
+                    "divide by the square root of the key dimension of one head: d_k = "
+                    "w_k.shape[1], not d_model = x.shape[-1]."),
+        ),
+    ),
+}

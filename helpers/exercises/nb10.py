@@ -1,0 +1,211 @@
+"""Notebook 10's exercises: one step of beam search (``beam_step``) and the
+length-penalised score (``length_penalized_score``), with the decoding bugs D1 and D2 as buggy
+variants.
+"""
+
+import torch
+
+from .engine import Case, Exercise, NumberCase, Pitfall, randn
+
+# ----------------------------------------------------------------------------------------------
+# References (shown by solution())
+# ----------------------------------------------------------------------------------------------
+
+def beam_step(sums: torch.Tensor, log_probs: torch.Tensor, finished: torch.Tensor,
+              beam_size: int, eos_id: int):
+    """One step of beam search over ``n`` hypotheses: the ``beam_size`` best continuations.
+
+    ``sums (n,)`` are the hypotheses' summed log-probabilities, ``log_probs (n, V)`` the model's
+    next-token log-probabilities, ``finished (n,)`` True where a hypothesis already ended with
+    EOS: it is not extended, it competes as it is (token ``eos_id``, score unchanged). Returns
+    ``(rows, tokens, scores)``, each ``(beam_size,)``, best first: which hypothesis each
+    candidate extends, the token it adds and its new summed log-probability. The best are
+    chosen over all ``n * V`` candidates at once, not per hypothesis.
+    """
+    candidates = sums[:, None] + log_probs  # (n, V): log p(prefix) + log p(token | prefix)
+    stay = torch.full_like(log_probs, float("-inf"))
+    stay[:, eos_id] = sums  # a finished hypothesis has one candidate: itself
+    candidates = torch.where(finished[:, None], stay, candidates)
+    scores, index = candidates.flatten().topk(beam_size)  # (n * V,) -> (beam_size,), sorted
+    V = log_probs.shape[-1]
+    return index // V, index % V, scores
+
+
+def length_penalized_score(log_probs: torch.Tensor, alpha: float) -> torch.Tensor:
+    """``sum(log p) / L ** alpha`` for the ``L`` token log-probabilities of one hypothesis
+    (EOS included). ``alpha = 0`` is the plain sum, ``alpha = 1`` the mean log-probability."""
+    return log_probs.sum() / log_probs.shape[-1] ** alpha
+
+
+# ----------------------------------------------------------------------------------------------
+# Buggy variants, each with the learner's signature
+# ----------------------------------------------------------------------------------------------
+
+def _beam_candidates(sums, log_probs, finished, eos_id, extend_finished=False,
+                     drop_finished=False):
+    candidates = sums[:, None] + log_probs
+    if extend_finished:
+        return candidates
+    stay = torch.full_like(log_probs, float("-inf"))
+    if not drop_finished:
+        stay[:, eos_id] = sums
+    return torch.where(finished[:, None], stay, candidates)
+
+
+def _beam_pick(candidates, beam_size):
+    scores, index = candidates.flatten().topk(beam_size)
+    V = candidates.shape[-1]
+    return index // V, index % V, scores
+
+
+def _beam_probabilities_added(sums, log_probs, finished, beam_size, eos_id):
+    """D1: probabilities added instead of log-probabilities."""
+    probs = sums.exp()[:, None] + log_probs.exp()
+    stay = torch.full_like(probs, float("-inf"))
+    stay[:, eos_id] = sums.exp()
+    return _beam_pick(torch.where(finished[:, None], stay, probs), beam_size)
+
+
+def _beam_probabilities_multiplied(sums, log_probs, finished, beam_size, eos_id):
+    """D1: probabilities multiplied: the right order until they underflow to 0."""
+    probs = sums.exp()[:, None] * log_probs.exp()
+    stay = torch.full_like(probs, float("-inf"))
+    stay[:, eos_id] = sums.exp()
+    return _beam_pick(torch.where(finished[:, None], stay, probs), beam_size)
+
+
+def _beam_log_probs_multiplied(sums, log_probs, finished, beam_size, eos_id):
+    """D1: log-probabilities multiplied, as if they were probabilities."""
+    candidates = sums[:, None] * log_probs
+    stay = torch.full_like(log_probs, float("-inf"))
+    stay[:, eos_id] = sums
+    return _beam_pick(torch.where(finished[:, None], stay, candidates), beam_size)
+
+
+def _beam_extends_finished(sums, log_probs, finished, beam_size, eos_id):
+    """D2: finished hypotheses extended like the others."""
+    return _beam_pick(_beam_candidates(sums, log_probs, finished, eos_id, True), beam_size)
+
+
+def _beam_drops_finished(sums, log_probs, finished, beam_size, eos_id):
+    """D2: finished hypotheses dropped."""
+    return _beam_pick(_beam_candidates(sums, log_probs, finished, eos_id, drop_finished=True),
+                      beam_size)
+
+
+def _beam_per_hypothesis(sums, log_probs, finished, beam_size, eos_id):
+    """The best continuations of each hypothesis on its own (ceil(beam_size / n) each)."""
+    candidates = _beam_candidates(sums, log_probs, finished, eos_id)
+    n, V = candidates.shape
+    scores, tokens = candidates.topk(min(-(-beam_size // n), V), dim=-1)  # (n, per_row)
+    rows = torch.arange(n)[:, None].expand_as(tokens)
+    order = scores.flatten().argsort(descending=True)[:beam_size]
+    return rows.flatten()[order], tokens.flatten()[order], scores.flatten()[order]
+
+
+def _beam_not_cumulative(sums, log_probs, finished, beam_size, eos_id):
+    """The new token's log-probability alone, without the hypothesis' sum."""
+    zeros = torch.zeros_like(sums)
+    return _beam_pick(_beam_candidates(zeros, log_probs, finished, eos_id), beam_size)
+
+
+def _score_with(reduce):
+    def score(log_probs, alpha):
+        return reduce(log_probs, alpha, log_probs.shape[-1])
+    return score
+
+
+# ----------------------------------------------------------------------------------------------
+# Test cases
+# ----------------------------------------------------------------------------------------------
+
+def _beam_step_cases(g):
+    def case(label, sums, V, finished, beam_size, eos_id=2, spread=2.0):
+        sums = torch.tensor(sums)
+        log_probs = (spread * randn(g, len(sums), V)).log_softmax(dim=-1)
+        return Case(f"{label}; n={len(sums)}, V={V}, beam_size={beam_size}",
+                    (sums, log_probs, torch.tensor(finished), beam_size, eos_id))
+
+    return [
+        case("the first step (one hypothesis, sum 0)", [0.0], 9, [False], 3),
+        case("three hypotheses, none finished", [-0.5, -1.0, -4.0], 8, [False] * 3, 3),
+        case("one hypothesis far ahead of the others", [-0.1, -6.0, -7.0], 7, [False] * 3, 3,
+             spread=0.5),
+        case("a finished hypothesis with the best score", [-1.0, -2.0, -2.5], 6,
+             [True, False, False], 3),
+        case("long hypotheses (sums near -800: probabilities underflow)",
+             [-800.0, -801.0], 7, [False, False], 4),
+    ]
+
+
+def _length_penalty_cases(g):
+    def case(label, L, alpha, scale=1.5):
+        log_probs = (scale * randn(g, L, 10)).log_softmax(dim=-1)[:, 0]  # (L,) all <= 0
+        return NumberCase(f"{label}: L={L}, alpha={alpha}", (log_probs, alpha))
+
+    return [
+        case("a short hypothesis", 5, 0.6),
+        case("alpha = 0: the plain sum", 6, 0.0),
+        case("alpha = 1: the mean", 4, 1.0),
+        case("one token", 1, 0.6),
+        case("a long hypothesis (the product of probabilities underflows)", 400, 0.7, scale=6.0),
+    ]
+
+
+_HINT_D1 = ("work with log-probabilities: a hypothesis' score is the SUM of its tokens' log p "
+            "(the log of the product of probabilities), and log p(prefix) + log p(token | prefix) "
+            "never underflows.")
+
+EXERCISES: dict[str, Exercise] = {
+    "beam_step": Exercise(
+        reference=beam_step,
+        make_cases=_beam_step_cases,
+        sources=(beam_step,),
+        outputs=("rows", "tokens", "scores"),
+        pitfalls=(
+            Pitfall("D1", "probabilities added", _beam_probabilities_added, _HINT_D1),
+            Pitfall("D1", "probabilities multiplied", _beam_probabilities_multiplied,
+                    "multiplying probabilities is right in theory, but after a few hundred tokens "
+                    "the products underflow to 0 and every candidate ties: " + _HINT_D1),
+            Pitfall("D1", "log-probabilities multiplied", _beam_log_probs_multiplied,
+                    "log turns products into sums: log p(prefix + token) = sums + log_probs, "
+                    "not sums * log_probs."),
+            Pitfall("D2", "finished hypotheses extended", _beam_extends_finished,
+                    "a finished hypothesis (it ended with EOS) must not grow: it competes as it "
+                    "is, with one candidate (token eos_id, score unchanged)."),
+            Pitfall("D2", "finished hypotheses dropped", _beam_drops_finished,
+                    "do not throw finished hypotheses away: they compete as they are (token "
+                    "eos_id, score unchanged), and may well be the best."),
+            Pitfall(None, "best continuations per hypothesis", _beam_per_hypothesis,
+                    "choose the beam_size best candidates over ALL n * V continuations at once "
+                    "(flatten, then topk): one strong hypothesis may supply several of them."),
+            Pitfall(None, "scores not cumulative", _beam_not_cumulative,
+                    "a candidate's score is the hypothesis' sum PLUS the new token's "
+                    "log-probability (sums[:, None] + log_probs), not the new token's alone."),
+        ),
+    ),
+    "length_penalized_score": Exercise(
+        reference=length_penalized_score,
+        make_cases=_length_penalty_cases,
+        sources=(length_penalized_score,),
+        outputs=("score",),
+        pitfalls=(
+            Pitfall("D1", "probabilities summed",
+                    _score_with(lambda lp, a, L: lp.exp().sum() / L ** a), _HINT_D1),
+            Pitfall("D1", "probabilities multiplied",
+                    _score_with(lambda lp, a, L: lp.exp().prod() / L ** a),
+                    "the product of probabilities underflows to 0 for long hypotheses: "
+                    + _HINT_D1),
+            Pitfall(None, "no length penalty", _score_with(lambda lp, a, L: lp.sum()),
+                    "divide the sum by L ** alpha (L tokens, EOS included): only alpha = 0 leaves "
+                    "the plain sum."),
+            Pitfall(None, "multiplied by the length",
+                    _score_with(lambda lp, a, L: lp.sum() * L ** a),
+                    "divide by L ** alpha: the sum is negative and grows with L, and dividing is "
+                    "what lifts long hypotheses."),
+            Pitfall(None, "always the mean", _score_with(lambda lp, a, L: lp.sum() / L),
+                    "the exponent alpha matters: sum / L ** alpha (alpha = 1 only gives the "
+                    "mean)."),
+        ),
+    ),
+}

@@ -1,0 +1,86 @@
+"""Notebook 11's exercises: reading attention maps (``attention_entropy`` and
+``source_alignment``).
+"""
+
+import torch
+
+from .engine import Case, Exercise, Pitfall
+
+# ----------------------------------------------------------------------------------------------
+# References and test cases
+# ----------------------------------------------------------------------------------------------
+
+def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
+    """Entropy in bits of each query's attention, ``(..., Lq, Lk) -> (..., Lq)``, as notebook 11.
+
+    0: the query looks at one key (a sharp head); ``log2(Lk)``: it spreads evenly. A weight of 0
+    (a masked key) adds nothing, as 0 * log 0 is taken to be 0.
+    """
+    logs = weights.clamp_min(torch.finfo(weights.dtype).tiny).log2()  # finite even where w = 0
+    return -(weights * logs).sum(dim=-1)  # sum over the keys
+
+
+def _entropy_cases(gen: torch.Generator) -> list:
+    def weights(*shape, blocked=0):
+        scores = torch.randn(*shape, generator=gen) * 2
+        if blocked:  # the last keys masked, as padding would be: exact zeros in the weights
+            scores[..., -blocked:] = float("-inf")
+        return scores.softmax(dim=-1)
+
+    return [Case("one head, 4 queries x 6 keys", (weights(4, 6),)),
+            Case("2 sentences x 4 heads, 5 queries x 7 keys", (weights(2, 4, 5, 7),)),
+            Case("2 padded keys: weights exactly 0", (weights(3, 5, 6, blocked=2),)),
+            Case("one-hot rows: entropy 0", (torch.eye(4),))]
+
+
+def source_alignment(cross_weights: torch.Tensor) -> torch.Tensor:
+    """For each target position, the source position it attends to most: ``(T, S) -> (T,)``."""
+    return cross_weights.argmax(dim=-1)  # over the source positions (the keys)
+
+
+def _alignment_cases(gen: torch.Generator) -> list:
+    def weights(t, s):
+        return (torch.randn(t, s, generator=gen) * 3).softmax(dim=-1)
+
+    return [Case("5 target x 7 source words", (weights(5, 7),)),
+            Case("7 target x 4 source words", (weights(7, 4),)),
+            Case("4 x 4, a reordering", (torch.eye(4)[[0, 2, 1, 3]] * 0.7 + 0.075,))]
+
+
+EXERCISES: dict[str, Exercise] = {
+    "attention_entropy": Exercise(
+        reference=attention_entropy,
+        make_cases=_entropy_cases,
+        sources=(attention_entropy,),
+        outputs=("entropy",),
+        pitfalls=(
+            Pitfall(None, "log of exact zeros", lambda w: -(w * w.log2()).sum(dim=-1),
+                    "0 * log(0) is NaN in floating point: a masked key (weight 0) must add 0. "
+                    "Clamp the weights to a tiny positive number before the log (or use "
+                    "torch.xlogy)."),
+            Pitfall(None, "no minus sign", lambda w: (w * w.clamp_min(1e-38).log2()).sum(dim=-1),
+                    "log p <= 0, so the entropy -sum p log p needs the minus sign to be >= 0."),
+            Pitfall(None, "nats instead of bits",
+                    lambda w: -(w * w.clamp_min(1e-38).log()).sum(dim=-1),
+                    "notebook 11 measures entropy in bits (log2, as in section 6's table), so a "
+                    "uniform head over Lk keys scores log2(Lk), not the natural log(Lk)."),
+            Pitfall(None, "summed over the queries",
+                    lambda w: -(w * w.clamp_min(1e-38).log2()).sum(dim=-2),
+                    "each query has its own distribution over the KEYS (the last axis): sum "
+                    "there."),
+        ),
+    ),
+    "source_alignment": Exercise(
+        reference=source_alignment,
+        make_cases=_alignment_cases,
+        sources=(source_alignment,),
+        outputs=("alignment",),
+        pitfalls=(
+            Pitfall(None, "argmax over the targets", lambda w: w.argmax(dim=0),
+                    "each row of a cross-attention map is one TARGET word's weights over the "
+                    "source words: take the argmax along the last axis (dim=-1)."),
+            Pitfall(None, "the weight instead of its position", lambda w: w.max(dim=-1).values,
+                    "return WHERE the largest weight is (an index: argmax), not how large it is."),
+        ),
+    ),
+}

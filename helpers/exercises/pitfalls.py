@@ -1,0 +1,61 @@
+"""The classic Transformer bugs the course teaches, by id: the one registry.
+
+Each notebook's "Common pitfalls" section shows some of them failing and then fixed, the exercise
+checkers (the other modules of ``helpers.exercises``) name them in their hints, and the tests
+keep them out of ``helpers/``. The README's table "The classic bugs" is :func:`readme_table`'s
+output, and ``tests/exercises/test_pitfalls.py`` checks that every id a notebook or a checker
+uses is here.
+
+Ids: A attention, P positional encoding, H heads, N LayerNorm, M masks, T training, D decoding.
+"""
+
+# id: (the bug, in a few words; the notebooks that show it failing and fixed)
+PITFALLS = {
+    "A1": ("scaling by sqrt(d_model) instead of sqrt(d_k)", ("01", "03")),
+    "A2": ("masking after the softmax", ("01",)),
+    "A3": ("an inverted mask", ("01",)),
+    "A4": ("softmax over the queries", ("01",)),
+    "A5": ("NaN for a query whose keys are all masked", ("01",)),
+    "P1": ("a doubled exponent", ("02",)),
+    "P2": ("sines and cosines in halves instead of interleaved", ("02",)),
+    "P3": ("the first frequency off by one", ("02",)),
+    "P4": ("slicing features instead of positions", ("02",)),
+    "P5": ("sin and cos swapped", ("02",)),
+    "H1": ("splitting heads with `view(B, L, d_k, h)`", ("03",)),
+    "H2": ("merging without transposing back (invisible when d_k == h)", ("03",)),
+    "N1": ("unbiased variance", ("04",)),
+    "N2": ("epsilon outside the square root", ("04",)),
+    "N3": ("one scalar gain and bias", ("04",)),
+    "N4": ("statistics over the wrong axis", ("04",)),
+    "N5": ("the shift under the root", ("04",)),
+    "M1": ("`triu`/`tril` mixed up", ("06",)),
+    "M2": ("the diagonal excluded", ("06",)),
+    "M3": ("padding hiding queries instead of keys", ("06",)),
+    "M4": ("padding polarity inverted", ("06",)),
+    "T1": ("no shift right: the decoder reads the answer", ("07", "09")),
+    "T2": ("embeddings not scaled by sqrt(d_model), or the positional encoding scaled too",
+           ("05", "08")),
+    "T3": ("label-smoothing mass on padding, or NaN from a KL loss with log(0)", ("09",)),
+    "D1": ("adding or multiplying probabilities instead of summing log-probabilities", ("10",)),
+    "D2": ("finished hypotheses extended or dropped", ("10",)),
+    "D3": ("stopping when the best hypothesis ends instead of when none can improve", ("10",)),
+    "D4": ("forgetting the padding mask", ("05", "10")),
+}
+
+FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",
+            "M": "masks", "T": "training", "D": "decoding"}
+
+
+def readme_table() -> str:
+    """The README's table: one row per family (A1-A5, ...), its bugs in order, its notebooks."""
+    rows = ["| id | bug | notebook |", "|---|---|---|"]
+    for letter in FAMILIES:
+        ids = [pid for pid in PITFALLS if pid[0] == letter]
+        bugs = "; ".join(PITFALLS[pid][0] for pid in ids)
+        notebooks = sorted({nb for pid in ids for nb in PITFALLS[pid][1]})
+        rows.append(f"| {ids[0]}-{ids[-1]} | {bugs} | {', '.join(notebooks)} |")
+    return "\n".join(rows)
+
+
+if __name__ == "__main__":
+    print(readme_table())

@@ -1,0 +1,73 @@
+"""Why attention divides by sqrt(d_k): the softmax with and without the scale (notebook 01).
+
+The numbers are random q . k statistics computed with NumPy for this figure alone (no model code).
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from .style import CONTRAST
+
+SATURATION_D_K = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+
+def _softmax(scores):
+    e = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def softmax_saturation_data(d_k, num_keys=10, num_queries=300, seed=0):
+    """The numbers behind :func:`softmax_saturation_figure`, from random unit-variance q and k.
+
+    Returns a dict with "unscaled" and "scaled": one query's softmax weights over ``num_keys``
+    keys, sorted from largest to smallest, without and with the division by sqrt(d_k); "grid":
+    the d_k values of the right panel; "max_unscaled" and "max_scaled": for each d_k in the grid,
+    the largest weight of a row, averaged over ``num_queries`` random queries.
+    """
+    rng = np.random.default_rng(seed)
+    q, k = rng.standard_normal(d_k), rng.standard_normal((num_keys, d_k))
+    scores = k @ q  # (num_keys,), variance d_k
+    data = {"unscaled": np.sort(_softmax(scores))[::-1],
+            "scaled": np.sort(_softmax(scores / np.sqrt(d_k)))[::-1],
+            "grid": np.array(SATURATION_D_K), "max_unscaled": [], "max_scaled": []}
+    curve_rng = np.random.default_rng(seed + 1)  # its own stream: the curves never move with d_k
+    for n in SATURATION_D_K:
+        qs = curve_rng.standard_normal((num_queries, 1, n))
+        ks = curve_rng.standard_normal((num_queries, num_keys, n))
+        s = (qs * ks).sum(axis=-1)  # (num_queries, num_keys)
+        data["max_unscaled"].append(_softmax(s).max(axis=-1).mean())
+        data["max_scaled"].append(_softmax(s / np.sqrt(n)).max(axis=-1).mean())
+    data["max_unscaled"] = np.array(data["max_unscaled"])
+    data["max_scaled"] = np.array(data["max_scaled"])
+    return data
+
+
+def softmax_saturation_figure(d_k=64, num_keys=10, seed=0):
+    """Why attention divides by sqrt(d_k): softmax weights with and without the scale.
+
+    Left: one query's weights over ``num_keys`` random keys (sorted) at this ``d_k``.
+    Right: the average largest weight of a row as d_k grows; the dashed line marks ``d_k``.
+    """
+    data = softmax_saturation_data(d_k, num_keys=num_keys, seed=seed)
+    unscaled_colour, scaled_colour = CONTRAST
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    ranks = np.arange(1, num_keys + 1)
+    left.bar(ranks - 0.2, data["unscaled"], width=0.4, color=unscaled_colour,
+             label=f"softmax(q·k): largest {data['unscaled'][0]:.2f}")
+    left.bar(ranks + 0.2, data["scaled"], width=0.4, color=scaled_colour,
+             label=f"softmax(q·k / √d_k): largest {data['scaled'][0]:.2f}")
+    left.axhline(1 / num_keys, color="grey", linestyle=":", label=f"uniform (1/{num_keys})")
+    left.set(xticks=ranks, ylim=(0, 1.05), xlabel="keys, sorted by weight",
+             ylabel="softmax weight", title=f"one query, {num_keys} random keys, d_k = {d_k}")
+    left.legend(loc="upper right", fontsize=9)
+    right.plot(data["grid"], data["max_unscaled"], "o-", color=unscaled_colour, label="q·k")
+    right.plot(data["grid"], data["max_scaled"], "o-", color=scaled_colour, label="q·k / √d_k")
+    right.axhline(1 / num_keys, color="grey", linestyle=":", label="uniform")
+    right.axvline(d_k, color="black", linestyle="--", linewidth=1, label=f"d_k = {d_k}")
+    right.set_xscale("log", base=2)
+    right.set_xticks(data["grid"], [str(n) for n in data["grid"]])
+    right.set(ylim=(0, 1.05), xlabel="d_k (log scale)", ylabel="largest weight in a row (mean)",
+              title="the unscaled softmax saturates as d_k grows")
+    right.legend(loc="best", fontsize=9)  # the curves move with num_keys
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,152 @@
+"""Add & Norm: LayerNorm row by row, gradients through residual paths, post-norm vs pre-norm
+(notebook 04).
+"""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+from matplotlib import patches as mpatches
+
+from .style import BLOCK_COLOURS, NORM_COLOURS, as_array, integer_axis, loss_curves
+
+
+def layer_norm_rows_figure(before, after, token_labels=None):
+    """Each token's features as dots on a number line, before and after LayerNorm.
+
+    ``before`` and ``after`` are ``(tokens, features)``. A dashed tick marks each token's mean and
+    a bar spans mean ± one (biased) standard deviation, so the centring and rescaling show.
+    """
+    before, after = as_array(before, "before"), as_array(after, "after")
+    n = before.shape[0]
+    token_labels = token_labels or [f"token {i}" for i in range(n)]
+    colours = sns.color_palette("deep", n)
+    fig, axes = plt.subplots(1, 2, figsize=(11, 0.55 * n + 1.8), sharey=True)
+    jitter = np.random.default_rng(0).uniform(-0.12, 0.12, before.shape)
+    for ax, data, title in zip(axes, (before, after), ("before: x", "after: LayerNorm(x)"),
+                               strict=True):
+        for i in range(n):
+            mean, std = data[i].mean(), data[i].std()
+            ax.plot([mean - std, mean + std], [i, i], color=colours[i], linewidth=6, alpha=0.25,
+                    solid_capstyle="butt")
+            ax.scatter(data[i], i + jitter[i], s=22, color=colours[i], zorder=3)
+            ax.plot([mean, mean], [i - 0.3, i + 0.3], color="black", linestyle="--", linewidth=1)
+        ax.axvline(0, color="grey", linewidth=0.8)
+        ax.set_title(title)
+        ax.set_xlabel("feature value")
+    axes[0].set_yticks(range(n), token_labels)
+    axes[0].set_ylim(n - 0.5, -0.5)
+    axes[1].text(0.99, 0.01, "dashed: mean; shaded: mean ± std", transform=axes[1].transAxes,
+                 ha="right", va="bottom", fontsize=8, color="dimgrey")
+    fig.tight_layout()
+    return fig
+
+
+def _per_layer_lines(ax, series, ylabel, log=True):
+    for label, values in series.items():
+        values = as_array(values, label, ndim=1)
+        ax.plot(np.arange(1, len(values) + 1), values, "o-", markersize=3.5, label=label,
+                color=NORM_COLOURS.get(label))
+    if log:
+        ax.set_yscale("log")
+    ax.set_xlabel("layer (1 = nearest the input)")
+    ax.set_ylabel(ylabel)
+    integer_axis(ax.xaxis, nbins=12)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=9)
+
+
+def gradient_norms_figure(norms, title=None):
+    """Gradient norm reaching each layer's weights, one line per entry of ``norms`` (log scale).
+
+    ``norms`` maps a label (e.g. "with residual") to a sequence with one value per layer.
+    """
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    _per_layer_lines(ax, norms, "‖∂loss/∂W‖ (log scale)")
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def post_vs_pre_norm_figure(grad_norms, stream_rms):
+    """Left: gradient norm per layer. Right: size (RMS) of x after each layer (both from 0).
+
+    Both arguments map "post-norm" / "pre-norm" to one value per layer.
+    """
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
+    _per_layer_lines(left, grad_norms, "‖∂loss/∂W₁‖", log=False)
+    left.set_ylim(bottom=0)
+    left.set_title("gradient reaching each layer at initialisation")
+    _per_layer_lines(right, stream_rms, "RMS of x after the layer", log=False)
+    right.set_ylim(bottom=0)
+    right.set_title("size of the residual stream x")
+    fig.tight_layout()
+    return fig
+
+
+def _addnorm_box(ax, x, y, text, colour, width=1.5, height=0.5):
+    ax.add_patch(mpatches.FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                boxstyle="round,pad=0.05", facecolor=colour, edgecolor="black"))
+    ax.text(x, y, text, ha="center", va="center", fontsize=10)
+
+
+def _addnorm_arrow(ax, start, end, **kwargs):
+    kwargs.setdefault("color", "black")
+    ax.add_patch(mpatches.FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12,
+                                 shrinkA=0, shrinkB=0, **kwargs))
+
+
+def norm_placement_figure():
+    """The two places for LayerNorm in a sub-layer block, drawn bottom (input) to top (output).
+
+    Left, post-norm (the paper): ``LayerNorm(x + Sublayer(x))``. Right, pre-norm:
+    ``x + Sublayer(LayerNorm(x))``. The curved arrow is the residual (identity) path.
+    """
+    norm_colour, sub_colour = BLOCK_COLOURS["add & norm"], BLOCK_COLOURS["feed-forward"]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 5.2))
+    for ax, pre in zip(axes, (False, True), strict=True):
+        ax.set(xlim=(-1.6, 1.6), ylim=(-0.4, 5.4), xticks=[], yticks=[])
+        for side in ax.spines.values():
+            side.set_visible(False)
+        ax.text(0, -0.25, "x (input)", ha="center", va="center", fontsize=10)
+        if pre:
+            steps = [(1.4, "LayerNorm", norm_colour), (2.6, "Sublayer", sub_colour)]
+            plus, out_y = 3.8, 5.0
+        else:
+            steps = [(1.4, "Sublayer", sub_colour)]
+            plus, out_y = 2.6, 5.0
+        previous = 0.0
+        for y, text, colour in steps:
+            _addnorm_arrow(ax, (0, previous), (0, y - 0.3))
+            _addnorm_box(ax, 0, y, text, colour)
+            previous = y + 0.3
+        _addnorm_arrow(ax, (0, previous), (0, plus - 0.22))
+        ax.add_patch(mpatches.Circle((0, plus), 0.22, facecolor="white", edgecolor="black"))
+        ax.text(0, plus, "+", ha="center", va="center", fontsize=14)
+        # the residual path: branch off below the first box, go round it, join at "+"
+        ax.plot([0, -1.15, -1.15], [0.5, 0.5, plus], color="dimgrey", linestyle="--")
+        _addnorm_arrow(ax, (-1.15, plus), (-0.22, plus), color="dimgrey", linestyle="--")
+        ax.text(-1.27, (plus + 0.5) / 2, "residual path (identity)", ha="center", va="center",
+                rotation=90, fontsize=9, color="dimgrey")
+        if pre:
+            _addnorm_arrow(ax, (0, plus + 0.22), (0, out_y - 0.1))
+        else:
+            _addnorm_arrow(ax, (0, plus + 0.22), (0, 3.8 - 0.3))
+            _addnorm_box(ax, 0, 3.8, "LayerNorm", norm_colour)
+            _addnorm_arrow(ax, (0, 4.1), (0, out_y - 0.1))
+        ax.text(0, out_y + 0.1, "output", ha="center", va="center", fontsize=10)
+        ax.set_title("pre-norm: x + Sublayer(LayerNorm(x))" if pre else
+                     "post-norm (the paper): LayerNorm(x + Sublayer(x))", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def training_curves_figure(curves, title=None):
+    """Training loss per step (log scale), one line per entry of ``curves`` (label -> losses)."""
+    fig, ax = plt.subplots(figsize=(7.5, 4))
+    loss_curves(ax, curves, "loss (mean squared error, log scale)", colours=NORM_COLOURS,
+                styles=("-", "-", "--", ":"))
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,39 @@
+"""The encoder's input: why token embeddings are scaled by sqrt(d_model) (notebook 05)."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
+
+def embedding_scale_figure(d_models, series, pe_rms):
+    """Per-entry RMS of token embeddings against d_model, next to the positional encoding's.
+
+    ``series`` maps a label to one RMS value per entry of ``d_models``; ``pe_rms`` is the
+    positional encoding's RMS, drawn as a dashed black line. Both axes are logarithmic, so
+    ``1/sqrt(d_model)`` and ``sqrt(d_model)`` are straight lines.
+    """
+    d_models = np.asarray(d_models, dtype=float)
+    colours = sns.color_palette("colorblind", len(series))
+    markers = "osD^v<>"
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    for k, (label, values) in enumerate(series.items()):
+        ax.plot(d_models, np.asarray(values, dtype=float), marker=markers[k % len(markers)],
+                color=colours[k], linewidth=2, label=label)
+    ax.axhline(pe_rms, color="black", linestyle="--", linewidth=1.5,
+               label=f"positional encoding ({pe_rms:.3f})")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log", base=2)
+    low, high = ax.get_ylim()
+    ticks = [2.0 ** k for k in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(high))) + 1)]
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"{t:g}" if t >= 1 else f"1/{1 / t:g}" for t in ticks])
+    ax.set_ylim(low, high)
+    ax.set_xticks(d_models)
+    ax.set_xticklabels([str(int(d)) for d in d_models])
+    ax.set_xlabel("d_model")
+    ax.set_ylabel("RMS of one entry (log scale)")
+    ax.set_title("What gets added to the positional encoding: the token's vector")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=9, loc="upper left", framealpha=0.95)
+    fig.tight_layout()
+    return fig

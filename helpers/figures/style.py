@@ -1,0 +1,188 @@
+"""The course's look, in one place: the palette, one array converter, one heatmap, one boolean
+grid and one loss-curve helper. Every figure module draws with these.
+
+Colours carry meaning and keep it across notebooks: attention weights are blue (``WEIGHTS_CMAP``,
+from 0 white to 1 dark blue), a blocked (masked) cell is always the same light grey
+(``BLOCKED``), an allowed one the course's blue (``MAY_ATTEND``), and orange (``HIGHLIGHT``)
+marks what a figure points at (the row being decoded, the best beam).
+"""
+
+import math
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib import ticker
+from matplotlib.colors import ListedColormap
+from matplotlib.patches import Patch
+
+# ---- the palette
+WEIGHTS_CMAP = "Blues"  # sequential: attention weights and probabilities live in [0, 1]
+SIGNED_CMAP = "RdBu_r"  # diverging, centred on 0: red positive, blue negative
+SCORE_CMAP = "Greens"  # accuracies in [0, 1]
+BLOCKED = "#e3e3e3"  # a masked cell, a padding token, an ignored position: everywhere the same
+MAY_ATTEND = "#2b6cb0"  # an allowed cell; also the course's main line colour
+MAY_ATTEND_LIGHT = "#b9d3ec"  # allowed, but not the row a figure is about
+HIGHLIGHT = "#e6550d"  # orange: the row being decoded, the best hypothesis
+INK = "#333333"  # lines and arrows of diagrams
+MUTED = "#555555"  # secondary text of diagrams
+BADGE = "#37474f"  # the notebook-number badges of the architecture figure
+EDGE = "#444444"  # outlines of diagram boxes
+FAINT = "#9e9e9e"  # what a figure does not point at: frames, other paths, cell edges
+FRAME = "#f4f4f4"  # the background of a repeated stack
+CONTRAST = ("#d62728", "#1f77b4")  # two things compared: (without, with) a fix
+LEVELS = ("#c05621", "#2f855a", "#6b46c1")  # reference lines drawn across a plot
+MASK_COLOURS = {"blocked": BLOCKED, "may attend": MAY_ATTEND}
+TOKEN_COLOURS = {"<pad>": BLOCKED, "<bos>": "#c4e6c1", "<eos>": "#f9c89b", "<unk>": "#f4a6a6"}
+BLOCK_COLOURS = {  # one colour per kind of block in the architecture figure
+    "attention": "#f9c89b",
+    "add & norm": "#f7ec9c",
+    "feed-forward": "#a9d1f0",
+    "embedding": "#f5bfd0",
+    "positional encoding": "#c4e6c1",
+    "output layer": "#d5c6ee",
+}
+NORM_COLOURS = {"post-norm": "#dd8452", "pre-norm": "#4c72b0",
+                "without residual": "#c44e52", "with residual": "#55a868"}
+BEAM_COLOURS = {  # status -> (face colour, edge colour, alpha)
+    "kept": ("#cfe3f7", "#3b75af", 1.0),
+    "finished": ("#c9ebc4", "#2e8b3a", 1.0),
+    "pruned": ("#f2f2f2", "#9a9a9a", 0.35),
+}
+MAX_TICKS = 20  # an axis with more entries than this shows every k-th tick label only
+
+
+# ---- one converter
+def as_array(values, name: str = "values", ndim=None, dtype=float, hint: str = "") -> np.ndarray:
+    """A tensor (detached, on the CPU) or array-like as a NumPy array of ``dtype``.
+
+    With ``ndim=2``, leading axes of size 1 are dropped and a 1-D input becomes one row, so a
+    ``(1, 1, Lq, Lk)`` mask or a ``(1, Lq, Lk)`` weight map can be drawn directly. Any other
+    number of axes than ``ndim`` is a ``ValueError`` naming ``name`` and the shape (plus ``hint``).
+    """
+    if hasattr(values, "detach"):
+        values = values.detach().cpu().numpy()
+    array = np.asarray(values, dtype=dtype)
+    if ndim is not None:
+        while array.ndim > ndim and array.shape[0] == 1:
+            array = array[0]
+        if ndim == 2 and array.ndim == 1:
+            array = array[None, :]
+        if array.ndim != ndim:
+            raise ValueError(f"{name} must have {ndim} axes, got shape {array.shape}{hint}")
+    return array
+
+
+# ---- axes and ticks
+def tick_step(n: int) -> int:
+    """The smallest of 1, 2, 5, 10, 20, 50, ... that leaves at most MAX_TICKS ticks on n entries."""
+    step, k = 1, 0
+    while math.ceil(n / step) > MAX_TICKS:
+        k += 1
+        step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
+    return step
+
+
+def set_ticks(ax, axis: str, n: int, labels=None) -> None:
+    """Tick every entry of a short axis, every k-th one of a long axis (at most ~MAX_TICKS)."""
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"{len(labels)} {axis} labels given for an axis of {n} entries")
+    positions = list(range(0, n, tick_step(n)))
+    texts = [str(labels[i]) if labels is not None else str(i) for i in positions]
+    if axis == "x":
+        rotate = labels is not None and any(len(t) > 4 for t in texts)  # long words
+        ax.set_xticks(positions, texts, rotation=90 if rotate else 0)
+    else:
+        ax.set_yticks(positions, texts)
+    ax.tick_params(length=2, labelsize=9 if n <= MAX_TICKS else 8)
+
+
+def new_axes(rows: int, cols: int, extra_width: float = 0.0):
+    """A figure sized to a (rows, cols) grid: cells readable when small, bounded when large."""
+    width = min(max(0.7 * cols + 2.2, 4.0), 8.0) + extra_width
+    height = min(max(0.7 * rows + 1.2, 3.0), 7.0)
+    return plt.subplots(figsize=(width, height), layout="constrained")
+
+
+def cell_lines(ax, rows: int, cols: int, width: float = 1.5) -> None:
+    """Thin white lines between the cells of a grid drawn with ``imshow``."""
+    ax.set_xticks(np.arange(cols + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(rows + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", linewidth=width)
+    ax.tick_params(which="minor", length=0)
+
+
+def legend_patches(colours: dict, edge="grey") -> list:
+    """Legend handles for ``{label: colour}``, in reverse order (the "on" colour first)."""
+    return [Patch(facecolor=colour, edgecolor=edge, label=label)
+            for label, colour in colours.items()][::-1]
+
+
+# ---- one heatmap, one boolean grid, one loss-curve helper
+def heatmap(ax, values, x_labels=None, y_labels=None, *, vmin=0.0, vmax=1.0,
+            cmap=WEIGHTS_CMAP, blocked=None, annotate=False, hide_below=None, fontsize=8):
+    """``values`` ``(rows, columns)`` as an image on ``ax``; returns the image (for a colour bar).
+
+    Cells where ``blocked`` is True are drawn in ``BLOCKED`` grey whatever their value. With
+    ``annotate``, every other cell shows its value (``hide_below``: leave out smaller ones),
+    white on dark cells.
+    """
+    values = as_array(values, "values", ndim=2)
+    rows, cols = values.shape
+    hidden = np.zeros(values.shape, bool) if blocked is None else np.broadcast_to(
+        as_array(blocked, "blocked", dtype=bool), values.shape)
+    colours = plt.get_cmap(cmap).with_extremes(bad=BLOCKED)
+    image = ax.imshow(np.ma.masked_array(values, hidden), cmap=colours, vmin=vmin, vmax=vmax,
+                      interpolation="nearest", aspect="equal" if max(rows, cols) <= 40 else "auto")
+    set_ticks(ax, "x", cols, x_labels)
+    set_ticks(ax, "y", rows, y_labels)
+    if annotate:
+        for (i, j), value in np.ndenumerate(values):
+            if not hidden[i, j] and (hide_below is None or value >= hide_below):
+                ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=fontsize,
+                        color="white" if value > vmin + 0.6 * (vmax - vmin) else "black")
+    return image
+
+
+def bool_grid(ax, grid, row_labels=None, column_labels=None, title=None, numbers=True):
+    """A boolean grid (True = may attend) in ``MASK_COLOURS``, with thin white lines between the
+    cells while they are big enough to see; ``numbers`` writes 1 or 0 in each cell of a small grid.
+    """
+    grid = as_array(grid, "mask", ndim=2, dtype=bool)
+    rows, columns = grid.shape
+    cmap = ListedColormap([BLOCKED, MAY_ATTEND])
+    ax.imshow(grid.astype(int), cmap=cmap, vmin=0, vmax=1, interpolation="nearest",
+              aspect="equal" if max(rows, columns) <= 40 else "auto")
+    if numbers and rows * columns <= 400:
+        size = 11 if max(rows, columns) <= 8 else 8
+        for (i, j), allowed in np.ndenumerate(grid):
+            ax.text(j, i, str(int(allowed)), ha="center", va="center", fontsize=size,
+                    color="white" if allowed else "dimgrey")
+    set_ticks(ax, "x", columns, column_labels)
+    set_ticks(ax, "y", rows, row_labels)
+    if max(rows, columns) <= 30:
+        cell_lines(ax, rows, columns)
+    if title:
+        ax.set_title(title, fontsize=10)
+    return grid
+
+
+def loss_curves(ax, curves, ylabel, colours=None, styles=("-",), log=True):
+    """One line per entry of ``curves`` (label -> losses from step 1), log scale by default.
+
+    ``colours`` maps a label, or the start of one, to its colour; ``styles`` are used in turn.
+    """
+    for i, (label, losses) in enumerate(curves.items()):
+        losses = as_array(losses, label, ndim=1)
+        colour = next((c for key, c in (colours or {}).items() if label.startswith(key)), None)
+        ax.plot(np.arange(1, len(losses) + 1), losses, styles[i % len(styles)], label=label,
+                color=colour, lw=1.5)
+    if log:
+        ax.set_yscale("log")
+    ax.set(xlabel="training step", ylabel=ylabel)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=9)
+
+
+def integer_axis(axis, nbins="auto") -> None:
+    """Ticks at whole numbers only (layers, positions, dimensions)."""
+    axis.set_major_locator(ticker.MaxNLocator(integer=True, nbins=nbins))

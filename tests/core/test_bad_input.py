@@ -1,0 +1,511 @@
+"""Bad input gets a clear error, never a silent wrong answer (the rule of README's "Contributing").
+
+Each test feeds the public API something a careless learner would, and checks that the answer is
+one of: a ``ValueError``/``TypeError`` whose message names what was expected and what was given;
+a documented normalisation; or a warning that names the problem. The last section is a property
+test: random wrong mask shapes, for every public function and class that takes a mask.
+"""
+
+import contextlib
+import io
+import math
+import re
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from helpers.attention import (
+    MultiHeadAttention,
+    merge_heads,
+    scaled_dot_product_attention,
+    split_heads,
+)
+from helpers.data import Vocab, make_corpus
+from helpers.decoding import beam_search, greedy_decode
+from helpers.exercises import TIME_LIMIT, all_exercises, check
+from helpers.exercises.nb01 import masked_softmax
+from helpers.exercises.nb07 import cross_attention
+from helpers.interop import to_torch, torch_attn_mask, torch_key_padding_mask
+from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
+from helpers.lexicon import LONGEST_SENTENCE
+from helpers.masks import causal_mask
+from helpers.model import Transformer
+from helpers.positional import PositionalEncoding
+from helpers.training import (
+    TransformerConfig,
+    build_model,
+    load_checkpoint,
+    load_translator,
+    save_checkpoint,
+    train,
+    translate,
+)
+
+BOS, EOS = 1, 2
+D_MODEL, HEADS = 8, 2
+
+
+def clear_error(call, *shown, kind=(ValueError, TypeError)):
+    """``call()`` must raise ``kind`` with every string of ``shown`` in its message."""
+    with pytest.raises(kind) as error:
+        call()
+    message = str(error.value)
+    for text in shown:
+        assert text in message, f"{text!r} not in {message!r}"
+    return message
+
+
+def tiny_model(max_len=50, seed=0):
+    torch.manual_seed(seed)
+    return Transformer(12, 12, d_model=D_MODEL, num_heads=HEADS, num_layers=1, d_ff=16,
+                       dropout=0.0, max_len=max_len).eval()
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_translator()
+
+
+# ---------------------------------------------------------------------------------------------
+# Silent wrong results
+# ---------------------------------------------------------------------------------------------
+
+def test_padding_mask_without_its_axes_is_refused_when_batch_equals_length():
+    """The trap of the issue: a (B, S) padding mask with B == S reads as an (Lq, Lk) mask."""
+    torch.manual_seed(0)
+    x = torch.randn(3, 3, D_MODEL)
+    pad = torch.tensor([[True, True, True], [True, True, False], [True, False, False]])  # (B, S)
+    mha, encoder = MultiHeadAttention(D_MODEL, HEADS), Encoder(1, D_MODEL, HEADS, 16)
+    for call, name in [(lambda: mha(x, x, x, pad), "MultiHeadAttention"),
+                       (lambda: encoder(x, pad), "Encoder")]:
+        message = clear_error(call, name, "(3, 3)", "batch size 3", "(B, 1, 1, L)")
+        assert "padding mask" in message
+    # given the right way, it works, and differs from the (Lq, Lk) reading
+    right = mha(x, x, x, pad[:, None, None, :])
+    wrong = mha(x, x, x, pad[None, None])  # what the 2-D mask used to be taken for
+    assert (right - wrong).abs().max() > 1e-2
+
+
+def test_look_ahead_masks_with_two_axes_still_work():
+    """(Lq, Lk) masks are refused only when their first size is the batch size."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 5, D_MODEL)
+    mha = MultiHeadAttention(D_MODEL, HEADS)
+    assert torch.allclose(mha(x, x, x, causal_mask(5)), mha(x, x, x, causal_mask(5)[None, None]))
+    model = tiny_model()
+    src = tgt = torch.randint(3, 12, (4, 4))  # B == T: the model's own causal mask has 4 axes
+    assert model(src, tgt).shape == (4, 4, 12)
+
+
+def test_translate_normalises_case_and_final_punctuation(shipped):
+    plain = translate(shipped.model, ["the cat eats a cake", "I like the red car"],
+                      shipped.src_vocab, shipped.tgt_vocab)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing to warn about once normalised
+        messy = translate(shipped.model, ["The cat eats a cake.", "  i LIKE the Red car ! "],
+                          shipped.src_vocab, shipped.tgt_vocab)
+    assert messy == plain
+    assert shipped.src_vocab.normalize("The cat eats a cake.") == "the cat eats a cake"
+    assert shipped.src_vocab.normalize("i like it?!") == "I like it"
+
+
+def test_translate_names_unknown_words(shipped):
+    sentences = ["the dog watches the purple cat", "the cat likes the dog"]
+    with pytest.warns(UserWarning, match=r"<unk>.*sentence 0 .*'purple'") as record:
+        translate(shipped.model, sentences, shipped.src_vocab, shipped.tgt_vocab)
+    assert "sentence 1" not in str(record[0].message)
+    clear_error(lambda: translate(shipped.model, sentences, shipped.src_vocab, shipped.tgt_vocab,
+                                  strict=True), "'purple'", kind=ValueError)
+
+
+def test_translate_warns_about_long_inputs_and_cut_outputs(shipped):
+    long = " ".join(["the big red dog likes the small cat"] * 3)  # 24 words
+    long_words = f"at most {LONGEST_SENTENCE} words.*sentence 0 has 24 words"
+    with pytest.warns(UserWarning, match=long_words):
+        translate(shipped.model, [long], shipped.src_vocab, shipped.tgt_vocab)
+    with pytest.warns(UserWarning, match=r"without <eos>.*sentence 0 \(max_len=2\)"):
+        out = translate(shipped.model, ["I like the big red car"], shipped.src_vocab,
+                        shipped.tgt_vocab, max_len=2)
+    assert len(out[0].split()) == 2
+    clear_error(lambda: translate(shipped.model, [long], shipped.src_vocab, shipped.tgt_vocab,
+                                  strict=True), "24 words", kind=ValueError)
+
+
+@pytest.mark.parametrize("max_len, kind", [(0, ValueError), (-3, ValueError), (2.5, TypeError)])
+def test_translate_rejects_bad_max_len(shipped, max_len, kind):
+    clear_error(lambda: translate(shipped.model, ["I like the car"], shipped.src_vocab,
+                                  shipped.tgt_vocab, max_len=max_len), "max_len", repr(max_len),
+                kind=kind)
+
+
+def test_longest_sentence_is_the_longest_the_corpus_writes():
+    corpus = make_corpus(seed=1, num_train=3000, num_valid=10, num_test=10)
+    assert max(len(en.split()) for en, _ in corpus.train) == LONGEST_SENTENCE
+
+
+@pytest.mark.parametrize("start", [-5, -1, 1.5])
+def test_positional_encoding_rejects_negative_or_fractional_start(start):
+    pe = PositionalEncoding(D_MODEL, 20)
+    clear_error(lambda: pe(torch.zeros(1, 2, D_MODEL), start=start), "start", repr(start))
+
+
+@pytest.mark.parametrize("build, shown", [
+    (lambda: MultiHeadAttention(0, 1), "d_model must be at least 1, got 0"),
+    (lambda: MultiHeadAttention(8, 0), "num_heads must be at least 1, got 0"),
+    (lambda: MultiHeadAttention(8.0, 2), "d_model must be a whole number (int), got 8.0"),
+    (lambda: Transformer(0, 10), "src_vocab_size must be at least 1, got 0"),
+    (lambda: Transformer(10, 0), "tgt_vocab_size must be at least 1, got 0"),
+    (lambda: Transformer(10, 10, d_ff=0), "d_ff must be at least 1, got 0"),
+    (lambda: Transformer(10, 10, num_layers=2.0), "num_layers must be a whole number"),
+])
+def test_sizes_that_make_no_sense_are_refused(build, shown):
+    clear_error(build, shown)
+
+
+def test_empty_sequences_and_zero_width_heads_are_refused():
+    model = tiny_model()
+    memory = model.encode(torch.randint(3, 12, (1, 4)))
+    clear_error(lambda: model.encode(torch.zeros(1, 0, dtype=torch.long)), "src", "(1, 0)")
+    clear_error(lambda: model.decode(torch.zeros(1, 0, dtype=torch.long), memory), "tgt", "(1, 0)")
+    clear_error(lambda: greedy_decode(model, torch.zeros(2, 0, dtype=torch.long), 5, BOS, EOS),
+                "src", "(2, 0)")
+    q = torch.randn(2, 3, 0)  # d_k = 0: scores / sqrt(0) would be NaN
+    clear_error(lambda: scaled_dot_product_attention(q, q, torch.randn(2, 3, 4)), "d_k",
+                "(2, 3, 0)")
+    clear_error(lambda: scaled_dot_product_attention(torch.randn(1, 2, 4), torch.randn(1, 0, 4),
+                                                     torch.randn(1, 0, 4)), "Lk", "(1, 0, 4)")
+
+
+def test_train_stops_at_the_first_non_finite_loss():
+    """NaN is not looked for in every forward pass (a scan of every tensor, a GPU stall); the
+    loss, read anyway, is checked, before the update would spread NaN into the weights."""
+    model = tiny_model()
+    before = [p.detach().clone() for p in model.parameters()]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+
+    def nan_loss(m, batch):
+        return m.generator.weight.sum() * float("nan")
+
+    clear_error(lambda: train(model, [None] * 3, nan_loss, optimizer, progress=False),
+                "loss is nan at step 1", kind=ValueError)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+
+
+def test_to_torch_keeps_float64():
+    torch.manual_seed(0)
+    ours = MultiHeadAttention(D_MODEL, HEADS).double().eval()
+    theirs = to_torch(ours)
+    assert next(theirs.parameters()).dtype == torch.float64
+    x = torch.randn(2, 3, D_MODEL, dtype=torch.float64)
+    assert torch.allclose(ours(x, x, x), theirs(x, x, x)[0], atol=1e-12)
+
+
+def test_torch_attn_mask_refuses_integer_masks():
+    clear_error(lambda: torch_attn_mask(torch.ones(2, 1, 3, 3, dtype=torch.long), 2, HEADS),
+                "bool", "torch.int64", "mask.bool()", kind=TypeError)
+
+
+# ---------------------------------------------------------------------------------------------
+# check(): None, NotImplementedError on some cases, SystemExit, and the time limit
+# ---------------------------------------------------------------------------------------------
+
+def test_check_asks_for_a_forgotten_return(run_check):
+    def my_causal_mask(size):
+        mask = torch.ones(size, size, dtype=torch.bool).tril()  # noqa: F841 (the bug)
+
+    ok, out = run_check("causal_mask", my_causal_mask)
+    assert not ok
+    assert out.startswith("❌ causal_mask: your function returned None — did you forget `return`?")
+    assert "not attempted" not in out
+
+
+def test_check_reports_not_implemented_on_some_cases_only(run_check):
+    def my_causal_mask(size):
+        if size > 2:
+            raise NotImplementedError("big masks: later")
+        return torch.ones(size, size, dtype=torch.bool).tril()
+
+    ok, out = run_check("causal_mask", my_causal_mask)
+    assert not ok
+    assert "your function raised NotImplementedError: big masks: later [case: size 5]" in out
+    assert "still raises NotImplementedError (other cases return a value)" in out
+    assert "not attempted" not in out
+
+
+@pytest.mark.parametrize("time_limit", [None, math.inf])  # in a thread, and in this one
+def test_check_reports_system_exit(run_check, time_limit):
+    def my_causal_mask(size):
+        raise SystemExit(3)
+
+    ok, out = run_check("causal_mask", my_causal_mask, time_limit=time_limit)
+    assert not ok
+    assert "your function raised SystemExit: 3" in out and "exit()" in out
+
+
+def test_check_gives_up_on_a_function_that_never_returns(run_check, capsys):
+    stop = threading.Event()
+
+    def my_causal_mask(size):
+        n = 0
+        while not stop.is_set():  # never returns by itself
+            n += 1
+        print("finished")  # after the report: must not end up in check's output
+
+    start = time.perf_counter()
+    try:
+        ok, out = run_check("causal_mask", my_causal_mask, time_limit=0.3)
+        seconds = time.perf_counter() - start
+    finally:
+        stop.set()  # end the background thread
+    assert not ok and seconds < 3.0
+    assert out.startswith(
+        "❌ causal_mask: your function did not return within 0.3 s [case: size 5]")
+    assert "restart" in out and "time_limit=60" in out
+    print("stdout still works")
+    assert "stdout still works" in capsys.readouterr().out
+
+
+def test_default_time_limit_leaves_a_wide_margin():
+    """The whole check of every reference answer takes far less than one call may."""
+    assert 3.0 <= TIME_LIMIT <= 30.0
+    for name, exercise in all_exercises().items():
+        start = time.perf_counter()
+        with io.StringIO() as sink, contextlib.redirect_stdout(sink):
+            assert check(name, exercise.reference)
+        assert time.perf_counter() - start < TIME_LIMIT / 5, name
+
+
+@pytest.mark.parametrize("bad", [0, -1, "10", True])
+def test_check_refuses_a_bad_time_limit(bad):
+    clear_error(lambda: check("causal_mask", causal_mask, time_limit=bad), "time_limit",
+                repr(bad), kind=ValueError)
+
+
+# ---------------------------------------------------------------------------------------------
+# Deep errors: the message says what the user did wrong
+# ---------------------------------------------------------------------------------------------
+
+def test_attention_batch_mismatch():
+    clear_error(lambda: scaled_dot_product_attention(torch.randn(2, 3, 4), torch.randn(3, 3, 4),
+                                                     torch.randn(3, 3, 4)),
+                "batch axes", "(2, 3, 4)", "(3, 3, 4)")
+    mha = MultiHeadAttention(D_MODEL, HEADS)
+    clear_error(lambda: mha(torch.randn(2, 3, D_MODEL), torch.randn(3, 3, D_MODEL),
+                            torch.randn(3, 3, D_MODEL)), "key", "B=2", "(3, 3, 8)")
+
+
+@pytest.mark.parametrize("dtypes", [(torch.long,) * 3, (torch.bool,) * 3,
+                                    (torch.float32, torch.float64, torch.float32)])
+def test_attention_dtypes(dtypes):
+    q, k, v = (torch.ones(2, 3, 4, dtype=d) for d in dtypes)
+    clear_error(lambda: scaled_dot_product_attention(q, k, v), "floating-point",
+                *map(str, dtypes), kind=TypeError)
+
+
+@pytest.mark.parametrize("dtype", [torch.long, torch.float64])
+def test_multi_head_attention_dtype(dtype):
+    x = torch.ones(2, 3, D_MODEL, dtype=dtype)
+    clear_error(lambda: MultiHeadAttention(D_MODEL, HEADS)(x, x, x), "query", "torch.float32",
+                str(dtype), kind=TypeError)
+
+
+def test_numpy_inputs():
+    x = np.zeros((2, 3, D_MODEL), dtype=np.float32)
+    clear_error(lambda: MultiHeadAttention(D_MODEL, HEADS)(x, x, x), "torch.Tensor",
+                "numpy.ndarray", "torch.from_numpy", kind=TypeError)
+    clear_error(lambda: scaled_dot_product_attention(x, x, x), "torch.Tensor", "numpy.ndarray",
+                kind=TypeError)
+
+
+@pytest.mark.parametrize("call, shown", [
+    (lambda: split_heads(torch.randn(3, 8), 2), ["(B, L, d_model)", "(3, 8)"]),
+    (lambda: split_heads(torch.randn(1, 3, 8), 0), ["num_heads must be at least 1, got 0"]),
+    (lambda: split_heads(torch.randn(1, 3, 8), 3), ["d_model=8", "num_heads=3"]),
+    (lambda: split_heads(torch.randn(1, 3, 8), 2.0), ["num_heads", "2.0"]),
+    (lambda: merge_heads(torch.randn(3, 8)), ["(B, h, L, d_k)", "(3, 8)"]),
+])
+def test_split_and_merge_heads(call, shown):
+    clear_error(call, *shown)
+
+
+@pytest.mark.parametrize("kwargs, shown", [
+    (dict(max_len=5.0), ["max_len", "5.0"]),
+    (dict(max_len=5, beam_size=2.0), ["beam_size", "2.0"]),
+    (dict(max_len=0), ["max_len must be at least 1, got 0"]),
+])
+def test_decoders_refuse_fractional_sizes(kwargs, shown):
+    model, src = tiny_model(), torch.randint(3, 12, (1, 4))
+    if "beam_size" in kwargs:
+        call = lambda: beam_search(model, src, kwargs["beam_size"], kwargs["max_len"], BOS, EOS)
+    else:
+        call = lambda: greedy_decode(model, src, kwargs["max_len"], BOS, EOS)
+    clear_error(call, *shown)
+
+
+def test_greedy_decode_checks_max_len_against_the_table_before_decoding():
+    model, src = tiny_model(max_len=50), torch.randint(3, 12, (1, 4))
+    for call in (lambda: greedy_decode(model, src, 51, BOS, -1),
+                 lambda: beam_search(model, src, 2, 51, BOS, -1)):
+        start = time.perf_counter()
+        clear_error(call, "max_len=51", "max_len=50", kind=ValueError)
+        assert time.perf_counter() - start < 0.5  # at once, not after 50 decoding steps
+    assert greedy_decode(model, src, 50, BOS, -1).shape == (1, 51)  # the limit itself is fine
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints
+# ---------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def checkpoint_bytes(tmp_path_factory):
+    config = TransformerConfig(d_model=8, num_heads=2, num_layers=1, d_ff=16, dropout=0.0)
+    vocab = Vocab.build(["the cat", "le chat"])
+    model = build_model(config, len(vocab), len(vocab))
+    path = tmp_path_factory.mktemp("ckpt") / "good.pt"
+    save_checkpoint(path, model, config, vocab, vocab)
+    return path.read_bytes(), model.state_dict(), config
+
+
+@pytest.mark.parametrize("content, why", [
+    (lambda good, sd: b"", "the file is empty"),
+    (lambda good, sd: good[: len(good) // 2], "truncated or damaged"),
+    (lambda good, sd: bytes(range(256)) * 40, "truncated or damaged"),
+    (lambda good, sd: sd, "a plain state_dict"),
+    (lambda good, sd: {"config": {}}, "lacks the keys format, src_vocab"),
+    (lambda good, sd: [1, 2, 3], "it holds a list"),
+])
+def test_load_checkpoint_names_a_file_that_is_not_one(tmp_path, checkpoint_bytes, content, why):
+    good, state_dict, _ = checkpoint_bytes
+    path = tmp_path / "bad.pt"
+    data = content(good, state_dict)
+    if isinstance(data, bytes):
+        path.write_bytes(data)
+    else:
+        torch.save(data, path)
+    with pytest.raises(ValueError) as error:
+        load_checkpoint(path)
+    message = str(error.value)
+    assert message.startswith(f"{path} is not a checkpoint saved by save_checkpoint (")
+    assert why in message
+    assert "weights_only" not in message and error.value.__cause__ is None
+    context = error.value.__context__  # torch's own error, advice included, is not shown
+    assert context is None or error.value.__suppress_context__
+
+
+def test_load_checkpoint_refuses_a_config_dict(tmp_path, checkpoint_bytes):
+    good, _, config = checkpoint_bytes
+    path = tmp_path / "good.pt"
+    path.write_bytes(good)
+    clear_error(lambda: load_checkpoint(path, config={"d_model": 8}), "TransformerConfig",
+                "dict", kind=TypeError)
+    assert load_checkpoint(path, config=config).config == config  # the real thing still loads
+
+
+# ---------------------------------------------------------------------------------------------
+# Property test: random wrong mask shapes for every public function that takes a mask
+# ---------------------------------------------------------------------------------------------
+
+def broadcasts(shape, target):
+    return len(shape) <= len(target) and all(
+        s in (1, t) for s, t in zip(reversed(shape), reversed(target), strict=False))
+
+
+def legal(shape, scores):
+    """The course's contract for a mask over attention scores ``(B, [h,] Lq, Lk)``: bool, with
+    2 axes (Lq, Lk) or as many as the scores, broadcasting to them, none empty; and a 2-D mask
+    must not start with the batch size (that is a padding mask missing its axes)."""
+    batch = scores[0]
+    if 0 in shape or (len(shape) == 2 and batch > 1 and shape[0] == batch):
+        return False
+    return len(shape) in (2, len(scores)) and broadcasts(shape, scores)
+
+
+def targets(B, Lq, Lk):
+    """(name, call(mask), legal(shape)) for every public entry point that takes a mask. Self-
+    attention uses L = Lq; a decoder has T = Lq target and S = Lk source positions."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    T, S, L = Lq, Lk, Lq
+    xq, xk = torch.randn(B, Lq, D_MODEL, generator=g), torch.randn(B, Lk, D_MODEL, generator=g)
+    mha = MultiHeadAttention(D_MODEL, HEADS)
+    enc_layer, dec_layer = EncoderLayer(D_MODEL, HEADS, 16), DecoderLayer(D_MODEL, HEADS, 16)
+    encoder, decoder = Encoder(1, D_MODEL, HEADS, 16), Decoder(1, D_MODEL, HEADS, 16)
+    model = tiny_model()
+    src, tgt = torch.randint(3, 12, (B, S), generator=g), torch.randint(3, 12, (B, T), generator=g)
+    memory = model.encode(src)
+    q3, k3 = torch.randn(B, Lq, 4, generator=g), torch.randn(B, Lk, 4, generator=g)
+    w = [torch.randn(D_MODEL, 4, generator=g) for _ in range(3)]
+    four = lambda q, k: (B, HEADS, q, k)  # noqa: E731
+    self_legal = lambda s: legal(s, four(L, L))  # noqa: E731
+    cross_legal = lambda s: legal(s, four(T, S))  # noqa: E731
+    return [
+        ("scaled_dot_product_attention", lambda m: scaled_dot_product_attention(q3, k3, k3, m),
+         lambda s: legal(s, (B, Lq, Lk))),
+        ("MultiHeadAttention", lambda m: mha(xq, xk, xk, m), cross_legal),
+        ("EncoderLayer", lambda m: enc_layer(xq, m), self_legal),
+        ("Encoder", lambda m: encoder(xq, m), self_legal),
+        ("DecoderLayer tgt_mask", lambda m: dec_layer(xq, xk, m, None), self_legal),
+        ("DecoderLayer memory_mask", lambda m: dec_layer(xq, xk, None, m), cross_legal),
+        ("Decoder tgt_mask", lambda m: decoder(xq, xk, m, None), self_legal),
+        ("Decoder memory_mask", lambda m: decoder(xq, xk, None, m), cross_legal),
+        ("Transformer.encode", lambda m: model.encode(src, m), lambda s: legal(s, four(S, S))),
+        ("Transformer.decode src_mask", lambda m: model.decode(tgt, memory, m), cross_legal),
+        ("Transformer.decode tgt_mask", lambda m: model.decode(tgt, memory, None, m), self_legal),
+        ("Transformer src_mask", lambda m: model(src, tgt, m),
+         lambda s: legal(s, four(S, S)) and cross_legal(s)),
+        ("Transformer tgt_mask", lambda m: model(src, tgt, None, m), self_legal),
+        ("greedy_decode", lambda m: greedy_decode(model, src, 2, BOS, EOS, m),
+         lambda s: legal(s, four(1, S))),
+        ("beam_search", lambda m: beam_search(model, src[:1], 2, 2, BOS, EOS, m),
+         lambda s: legal(s, (1, HEADS, 1, S))),
+        ("torch_attn_mask", lambda m: torch_attn_mask(m, B, HEADS, query_len=Lq),
+         lambda s: len(s) in (2, 4) and legal(s, four(Lq, s[-1]))),
+        ("torch_key_padding_mask", torch_key_padding_mask,
+         lambda s: len(s) == 4 and s[1] == s[2] == 1 and 0 not in s),
+        ("exercises.masked_softmax",
+         lambda m: masked_softmax(torch.randn(B, Lq, Lk, generator=g), m),
+         lambda s: legal(s, (B, Lq, Lk))),
+        ("exercises.cross_attention", lambda m: cross_attention(xq, xk, *w, m),
+         lambda s: legal(s, (B, Lq, Lk))),
+    ]
+
+
+def random_shapes(g, B, Lq, Lk, n):
+    """The traps first, then ``n`` random shapes of 1 to 5 axes built from the sizes in play."""
+    traps = [(B, Lk), (B, Lq), (B,), (Lk,), (B, Lq, Lk), (B, 1, Lk), (Lq, B), (B, HEADS, Lk, Lq),
+             (1, 1, 1, Lk + 1), (B + 1, 1, 1, Lk), (B, HEADS + 1, Lq, Lk), (B, 1, Lq + 1, Lk)]
+    right = [(B, 1, 1, Lk), (B, 1, 1, Lq), (1, 1, Lq, Lk), (B, HEADS, Lq, Lq), (Lq, Lk), (1, Lk),
+             (1, Lq), (Lq, Lq), (B, Lq, Lk), (1, 1, 1, Lk)]  # right for some entry points
+    pool = [1, B, Lq, Lk, HEADS, B + 1, Lk + 1, 0]
+    shapes = []
+    for _ in range(n):
+        ndim = int(torch.randint(1, 6, (1,), generator=g))
+        shapes.append(tuple(pool[int(i)] for i in torch.randint(len(pool), (ndim,), generator=g)))
+    return list(dict.fromkeys(traps + right + shapes))
+
+
+@pytest.mark.parametrize("B, Lq, Lk", [(3, 3, 3), (2, 3, 4), (4, 4, 2), (1, 2, 3)])
+def test_no_wrong_mask_shape_gets_through(B, Lq, Lk):
+    g = torch.Generator().manual_seed(B * 100 + Lq * 10 + Lk)
+    shapes = random_shapes(g, B, Lq, Lk, 40)
+    checked = {"refused": 0, "accepted": 0}
+    for name, call, is_legal in targets(B, Lq, Lk):
+        for shape in shapes:
+            mask = torch.rand(shape, generator=g) < 0.7
+            if is_legal(shape):
+                call(mask)  # a right shape must still work
+                checked["accepted"] += 1
+                continue
+            with pytest.raises((ValueError, TypeError)) as error:
+                call(mask)
+            message = str(error.value)
+            assert str(shape) in message, f"{name}: {message!r} does not show the mask {shape}"
+            assert re.search(r"expected|must|does not broadcast|read as", message), (name, message)
+            checked["refused"] += 1
+        with pytest.raises(TypeError, match="bool"):  # an int 0/1 mask: refused before its shape
+            call(torch.ones(B, 1, 1, Lk, dtype=torch.long))
+    assert checked["refused"] > 100 and checked["accepted"] > 20, checked

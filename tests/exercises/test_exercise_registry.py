@@ -1,0 +1,382 @@
+"""Every exercise, one parametrized set: the reference passes, every buggy variant fails WITH its
+hint, stubs are "not attempted yet", nothing a learner writes makes ``check`` raise, and
+``solution`` prints code that is really in the file it names.
+
+The buggy variants live in the notebooks' modules (``helpers/exercises/nb01.py`` ...); these tests
+iterate over all of them, so a new exercise is covered automatically. ``engine.MODULES`` says
+which module holds which exercise, without importing them: the tests here check that it agrees
+with the modules, and that checking an early notebook's exercise loads nothing a later notebook
+teaches.
+"""
+
+import ast
+import importlib
+import json
+import math
+import pkgutil
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import helpers.exercises
+from helpers.exercises import all_exercises, engine, solution
+
+ROOT = Path(__file__).resolve().parents[2]
+EXERCISES = all_exercises()
+NAMES = list(EXERCISES)
+VARIANTS = [pytest.param(name, pitfall, id=f"{name}-{pitfall.id or '-'}-{pitfall.name}")
+            for name in NAMES for pitfall in EXERCISES[name].pitfalls]
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """Tiny tensors: torch's thread pool only adds wake-ups (10x slower on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def first_case_output(name):
+    """The reference's output on the first case."""
+    exercise = EXERCISES[name]
+    return exercise.cases()[0].run(exercise.reference)
+
+
+def altered_reference(name, change):
+    """The reference with ``change`` applied to its (first) output tensor."""
+    exercise = EXERCISES[name]
+
+    def learner(*args, **kwargs):
+        out = exercise.reference(*args, **kwargs)
+        if isinstance(out, tuple):
+            return (change(out[0]), *out[1:])
+        return change(out)
+
+    return learner
+
+
+def first_tensor(output):
+    return output[0] if isinstance(output, tuple) else output
+
+
+def where(name):
+    """' for out' for tuple outputs (the checker names the element), '' otherwise."""
+    outputs = EXERCISES[name].outputs
+    return f" for {outputs[0]}" if len(outputs) > 1 else ""
+
+
+# --------------------------------------------------------------------------------------------
+# One module per notebook, loaded when first needed
+# --------------------------------------------------------------------------------------------
+
+def test_the_static_map_agrees_with_the_modules():
+    """Every exercise is defined in exactly one module, the one ``MODULES`` names."""
+    defined = {}
+    for info in pkgutil.iter_modules(helpers.exercises.__path__):
+        if re.fullmatch(r"nb\d\d", info.name):
+            module = importlib.import_module(f"helpers.exercises.{info.name}")
+            for name in module.EXERCISES:
+                defined.setdefault(name, []).append(info.name)
+    assert len(defined) >= 20
+    assert {name: modules for name, modules in defined.items() if len(modules) > 1} == {}
+    assert {name: modules[0] for name, modules in defined.items()} == engine.MODULES
+
+
+# The notebook that teaches each module an exercise module may import (the others, such as
+# helpers.checks, serve every notebook); helpers.exercises.nbNN belongs to notebook NN.
+TAUGHT_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.interop": 3,
+             "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8, "helpers.data": 9,
+             "helpers.lexicon": 9, "helpers.training": 9, "tqdm": 9, "sacrebleu": 9,
+             "helpers.decoding": 10}
+LOADED_AFTER_EACH_NOTEBOOK = """
+import contextlib, io, json, sys
+import torch  # which loads tqdm itself (torch.hub), not tqdm.auto
+preloaded = set(sys.modules)
+from helpers.exercises import check, engine, solution
+loaded = []
+for number in sorted({int(module[2:]) for module in engine.MODULES.values()}):
+    for name, module in engine.MODULES.items():
+        if module == f"nb{number:02d}":
+            with contextlib.redirect_stdout(io.StringIO()):
+                solution(name)
+                check(name, engine.lookup(name).pitfalls[0].variant)  # reference and variants
+    loaded.append([number, sorted(m for m in set(sys.modules) - preloaded
+                                  if m.split(".")[0] in ("helpers", "tqdm", "sacrebleu"))])
+print(json.dumps(loaded))
+"""
+
+
+@pytest.fixture(scope="module")
+def loaded_after_each_notebook():
+    """[(notebook, the modules loaded once its exercises and every earlier one's are checked)],
+    in a fresh interpreter (this one has loaded everything), besides those torch loads."""
+    done = subprocess.run([sys.executable, "-c", LOADED_AFTER_EACH_NOTEBOOK], cwd=ROOT,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return [(number, set(modules)) for number, modules in json.loads(done.stdout)]
+
+
+def notebook_of(module):
+    """The notebook that teaches ``module``; 0 for those that serve every notebook."""
+    match = re.fullmatch(r"helpers\.exercises\.nb(\d\d)", module)
+    if match:
+        return int(match.group(1))
+    return TAUGHT_IN.get(module, TAUGHT_IN.get(module.split(".")[0], 0))
+
+
+def test_notebook_01_loads_no_training_code(loaded_after_each_notebook):
+    number, modules = loaded_after_each_notebook[0]
+    assert number == 1 and "helpers.exercises.nb01" in modules
+    later = {"helpers.training", "helpers.data", "helpers.decoding", "helpers.model",
+             "tqdm.auto", "sacrebleu", "helpers.exercises.nb02"}
+    assert modules & later == set()
+
+
+def test_notebook_05_does_not_load_notebook_09s_exercises(loaded_after_each_notebook):
+    modules = dict(loaded_after_each_notebook)[5]
+    assert {"helpers.exercises.nb04", "helpers.exercises.nb05"} <= modules
+    assert "helpers.exercises.nb09" not in modules and "helpers.training" not in modules
+
+
+def test_no_notebook_loads_a_later_notebooks_exercises(loaded_after_each_notebook):
+    assert [number for number, _ in loaded_after_each_notebook] == list(range(1, 12))
+    for number, modules in loaded_after_each_notebook:
+        modules = {m for m in modules if m.startswith("helpers.exercises.nb")}
+        assert {notebook_of(m) for m in modules} == set(range(1, number + 1)), number
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "helpers" / "exercises").glob("*.py")),
+                         ids=lambda path: path.stem)
+def test_imports_are_at_the_top_and_taught_by_then(path):
+    """A notebook's module imports, at its top, only what that notebook or an earlier one
+    teaches (helpers.training, say, only from nb09 on); the others import no notebook's module."""
+    tree = ast.parse(path.read_text())
+    body = [node for node in tree.body if not isinstance(node, ast.Expr)]  # the docstring
+    imports = [node for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
+    assert imports == body[:len(imports)], "an import below the top"
+    named = [alias.name for node in imports if isinstance(node, ast.Import)
+             for alias in node.names]
+    named += [{0: "", 1: "helpers.exercises.", 2: "helpers."}[node.level] + (node.module or "")
+              for node in imports if isinstance(node, ast.ImportFrom)]
+    match = re.fullmatch(r"nb(\d\d)", path.stem)
+    number = int(match.group(1)) if match else 0
+    assert [m for m in named if m.startswith("helpers") and notebook_of(m) > number] == []
+    assert match or not [m for m in named if ".nb" in m]
+
+
+# --------------------------------------------------------------------------------------------
+# The registry
+# --------------------------------------------------------------------------------------------
+
+# Every pitfall id (helpers/exercises/pitfalls.py) that an exercise can catch, with the exercise
+# and a piece of the hint that the learner must see.
+ID_HINTS = [
+    ("A1", "scaled_dot_product_attention", "square root of the key dimension of one head"),
+    ("A1", "cross_attention", "square root of the key dimension of one head"),
+    ("A2", "scaled_dot_product_attention", "mask the scores before softmax"),
+    ("A2", "masked_softmax", "mask the scores before softmax"),
+    ("A3", "scaled_dot_product_attention", "True means may attend"),
+    ("A3", "masked_softmax", "True means may attend"),
+    ("A3", "cross_attention", "True means may attend"),
+    ("A4", "scaled_dot_product_attention", "softmax over the last axis"),
+    ("A4", "masked_softmax", "softmax over the last axis"),
+    ("A5", "scaled_dot_product_attention", "what happens when a whole row is masked?"),
+    ("A5", "masked_softmax", "what happens when a whole row is masked?"),
+    ("P1", "sinusoidal_encoding", "the exponent is 2i/d_model where 2i is the even column index"),
+    ("P2", "sinusoidal_encoding", "even columns sin, odd columns cos"),
+    ("P2", "pe_rotation", "even columns sin, odd columns cos"),
+    ("P3", "sinusoidal_encoding", "column 0 should be sin(position)"),
+    ("P4", "add_positional_encoding", "slice positions, not features"),
+    ("P4", "embed_tokens", "slice positions, not features"),
+    ("P5", "sinusoidal_encoding", "PE[0] should be 0, 1, 0, 1, ..."),
+    ("N1", "layer_norm", "use the biased variance (divide by d, not d-1)"),
+    ("N2", "layer_norm", "is your epsilon inside the square root?"),
+    ("N3", "layer_norm", "gain and bias have one value per feature"),
+    ("N4", "layer_norm", "normalise each token's vector over its d_model features"),
+    ("N5", "layer_norm", "only epsilon goes under the root"),
+    ("H1", "split_heads", "did you split as view(B, L, h, d_k) and then transpose"),
+    ("H2", "merge_heads", "transpose heads back next to d_k before reshaping"),
+    ("M1", "causal_mask", "position t may see positions 0..t"),
+    ("M2", "causal_mask", "the diagonal must be allowed"),
+    ("M3", "padding_mask", "hide the padded keys: shape (B, 1, 1, L)"),
+    ("M4", "padding_mask", "True means a real token you may attend to"),
+    ("T1", "shift_right", "shift the target right behind BOS"),
+    ("T2", "embed_tokens", "multiply the embeddings by sqrt(d_model)"),
+    ("T2", "embed_tokens", "scale only the embeddings"),
+    ("T3", "label_smoothed_nll", "0 * log(0)"),
+    ("T3", "label_smoothed_nll", "not even the epsilon share"),
+    ("D1", "beam_step", "work with log-probabilities"),
+    ("D1", "beam_step", "log turns products into sums"),
+    ("D1", "length_penalized_score", "work with log-probabilities"),
+    ("D2", "beam_step", "a finished hypothesis (it ended with EOS) must not grow"),
+    ("D2", "beam_step", "do not throw finished hypotheses away"),
+]
+
+
+def test_every_pitfall_id_is_listed_with_its_hint():
+    """Each (id, exercise) pair of the registry is in the table, and each of its variants'
+    hints contains one of the table's pieces for that pair."""
+    listed = {}
+    for pid, name, piece in ID_HINTS:
+        listed.setdefault((pid, name), []).append(piece)
+    registered = {(p.id, name): [] for name in NAMES for p in EXERCISES[name].pitfalls if p.id}
+    assert set(listed) == set(registered)
+    for name in NAMES:
+        for pitfall in EXERCISES[name].pitfalls:
+            if pitfall.id:
+                pieces = listed[pitfall.id, name]
+                assert any(piece in pitfall.hint for piece in pieces), (name, pitfall.name)
+    ids = {pid for pid, _ in listed}
+    assert {f"{letter}{n}" for letter, top in [("A", 5), ("P", 5), ("N", 5), ("H", 2), ("M", 4),
+                                               ("T", 3), ("D", 2)]
+            for n in range(1, top + 1)} == ids
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_exercise_has_cases_and_pitfalls(name):
+    assert len(EXERCISES[name].cases()) >= 3
+    assert EXERCISES[name].pitfalls
+    assert len({p.name for p in EXERCISES[name].pitfalls}) == len(EXERCISES[name].pitfalls)
+
+
+# --------------------------------------------------------------------------------------------
+# Right, wrong, and untouched answers
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_reference_passes(run_check, name):
+    ok, out = run_check(name, EXERCISES[name].reference)
+    assert ok is True
+    assert out.startswith(f"✅ {name}: correct on all {len(EXERCISES[name].cases())} test cases")
+    assert out.count("\n") == 1  # one message, one line
+
+
+@pytest.mark.parametrize("name, pitfall", VARIANTS)
+def test_buggy_variant_fails_with_its_hint(run_check, name, pitfall):
+    ok, out = run_check(name, pitfall.variant)
+    assert ok is False
+    assert out.startswith(f"❌ {name}: ")
+    assert (f"Hint [{pitfall.id}]: " if pitfall.id else "Hint: ") in out
+    assert pitfall.hint in out  # its own hint, not another variant's
+    assert out.count("\n") == 2  # the problem, then the hint
+
+
+def stub_return_none(*args, **kwargs):
+    return None  # your code here
+
+
+def stub_not_implemented(*args, **kwargs):
+    """Docstring."""
+    # your code here
+    raise NotImplementedError("your code here")
+
+
+def stub_pass(*args, **kwargs):
+    pass
+
+
+def stub_none_tuple(*args, **kwargs):
+    return None, None
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("stub", [stub_return_none, stub_not_implemented, stub_pass,
+                                  stub_none_tuple, lambda *args, **kwargs: None])
+def test_untouched_stub_is_not_attempted_yet(run_check, name, stub):
+    ok, out = run_check(name, stub)
+    assert ok is False
+    assert out.startswith(f"⏳ {name}: not attempted yet")
+    assert "❌" not in out and "✅" not in out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_another_exception_is_a_failure_naming_it(run_check, name):
+    def learner(*args, **kwargs):
+        raise ValueError("boom: shapes do not line up")
+
+    ok, out = run_check(name, learner)
+    assert ok is False
+    assert out.startswith(f"❌ {name}: your function raised ValueError: boom: shapes do not")
+    assert "[case: " in out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wrong_shape_names_expected_and_given(run_check, name):
+    expected_shape = tuple(first_tensor(first_case_output(name)).shape)
+    ok, out = run_check(name, altered_reference(name, lambda t: t.unsqueeze(0)))
+    assert ok is False
+    assert f"expected shape {expected_shape}{where(name)}, got {(1, *expected_shape)}" in out
+    assert "Print the shape after each step" in out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wrong_dtype_names_expected_and_given(run_check, name):
+    dtype = first_tensor(first_case_output(name)).dtype
+    other = torch.int64 if dtype == torch.bool else torch.float64
+    ok, out = run_check(name, altered_reference(name, lambda t: t.to(other)))
+    assert ok is False
+    assert f"expected dtype {dtype}{where(name)}, got {other}" in out
+
+
+FLOAT_NAMES = [name for name in NAMES if first_tensor(first_case_output(name)).is_floating_point()]
+
+
+@pytest.mark.parametrize("name", FLOAT_NAMES)
+def test_nan_output_is_a_failure(run_check, name):
+    all_nan = altered_reference(name, lambda t: torch.full_like(t, math.nan))
+    ok, out = run_check(name, all_nan)
+    assert ok is False
+    assert f"got NaN{where(name)} at index (" in out
+    assert "Look for 0/0" in out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_wrong_type_is_a_failure(run_check, name):
+    ok, out = run_check(name, lambda *args, **kwargs: "hello")
+    assert ok is False
+    if len(EXERCISES[name].outputs) > 1:
+        assert f"expected a tuple ({', '.join(EXERCISES[name].outputs)}), got a str" in out
+    else:
+        assert "expected a torch.Tensor, got a str" in out
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("garbage", [
+    lambda: 0,  # wrong number of arguments: TypeError
+    lambda *a, **k: object(),
+    lambda *a, **k: (object(), object()),
+    lambda *a, **k: torch.tensor(float("inf")),
+    lambda *a, **k: 1 / 0,
+    lambda *a, **k: [],
+])
+def test_check_never_raises(run_check, name, garbage):
+    ok, out = run_check(name, garbage)
+    assert ok is False
+    assert out.startswith(f"❌ {name}: ") and out.count("\n") == 2
+    assert "0x" not in out  # no memory addresses: notebooks compare this output
+
+
+# --------------------------------------------------------------------------------------------
+# solution()
+# --------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", NAMES)
+def test_solution_prints_code_from_the_file_it_names(capsys, name):
+    """Each block is headed by a file of the project, holds every line (the def line aside,
+    which may show the exercise's name) of a function in it, and returns something."""
+    solution(name)
+    blocks = capsys.readouterr().out.rstrip("\n").split("\n\n# From ")
+    assert blocks[0].startswith("# From helpers/")
+    assert len(blocks) == len(EXERCISES[name].sources)
+    for block in blocks:
+        header, *code = block.removeprefix("# From ").split("\n")
+        text = (ROOT / header.split(" (")[0]).read_text()
+        assert code[0].startswith("def ") and "return" in block
+        missing = [line for line in code[1:]
+                   if not re.search(rf"^ *{re.escape(line.lstrip())}$", text, re.M)]
+        assert missing == [], header
