@@ -32,7 +32,7 @@ MANIFEST = {
     "02_positional_encoding": [("positional", ["sinusoidal_encoding", "PositionalEncoding"])],
     "03_multi_head_attention": [
         ("attention", ["split_heads", "merge_heads", "MultiHeadAttention"])],
-    "04_add_norm_and_feed_forward": [("layers", ["layer_norm", "LayerNorm"]),
+    "04_add_norm_and_feed_forward": [("layers", ["layer_norm"]), ("layers", ["LayerNorm"]),
                                      ("layers", ["FeedForward"])],
     "05_encoder": [("layers", ["EncoderLayer"]), ("layers", ["layer_stack", "Encoder"])],
     "06_masks": [("masks", ["causal_mask", "padding_mask"])],
