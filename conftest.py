@@ -31,3 +31,26 @@ torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """``--dist loadgroup``: a test file is one group (a notebook's cells run in order in one
+    kernel, a module's fixtures are built once), unless its tests name their own ``xdist_group``
+    (the browser tests deal their notebooks into two groups, one per worker)."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(item.path.name))
+
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """Fail loudly where xdist cannot group: pytest 9.2 made node ids read-only, so xdist 3.8's
+    ``--dist loadgroup`` silently drops the group suffix and spreads a notebook's cells over
+    both workers (pytest-xdist issue 1386), where they fail with NameErrors far from the cause.
+    The hook above gives every test a group, so every id must carry one."""
+    if node.config.getoption("dist") == "loadgroup" and ids and "@" not in ids[0]:
+        raise pytest.UsageError(
+            f"pytest {pytest.__version__} with this pytest-xdist does not group tests "
+            f"(--dist loadgroup; pytest-xdist issue 1386): pip install -r requirements.txt")

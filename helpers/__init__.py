@@ -20,8 +20,9 @@ module              what it holds                               notebook
 ``figures``         drawing only, one module per notebook        all
 ``exercises``       ``check`` and ``solution``; one module per   01-11
                     notebook; ``pitfalls``: the classic bugs
-``course``          setup cell, version check, re-execution      all
-``sync``            marked cells generated from ``helpers/``     all
+``course``          the course's tooling: setup cell, version    all
+                    check; ``tools`` (re-execution, assets);
+                    ``sync`` (marked cells from ``helpers/``)
 ==================  ==========================================  ========
 
 Letters used in shape comments everywhere:

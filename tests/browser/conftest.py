@@ -1,10 +1,10 @@
 """Fixtures for the browser tests: one JupyterLab server and one Chromium per test module.
 
 Both are started by these fixtures and stopped by them, by process id, when the module's tests are
-done (pytest-xdist's --dist loadfile keeps a module's tests on one worker, in a row). Screenshots of
-every widget before and after each change go to $BROWSER_SCREENSHOTS, or to a new temporary folder
-(one per run); the folder and each notebook's timings are printed: in the terminal summary of a
-plain run, or on stderr by each xdist worker when its module is done.
+done on a worker (pytest-xdist's --dist loadgroup runs each group of tests on one worker, in a
+row). Screenshots of every widget before and after each change go to $BROWSER_SCREENSHOTS, or to
+a new temporary folder (one per run); the folder and each notebook's timings are printed: in the
+terminal summary of a plain run, or on stderr by each xdist worker when its module is done.
 """
 
 import os

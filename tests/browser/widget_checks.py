@@ -1,8 +1,8 @@
 """What the browser tests do to each notebook with a widget (JupyterLab + Chromium + Playwright).
 
-The test files (test_browser_widgets_*.py) are thin: each takes one shard of the notebooks, so that
-pytest-xdist (--dist loadfile: one file, one worker) runs two shards on two workers, each with its
-own JupyterLab and Chromium (conftest.py). For every notebook with an interactive cell (a code
+The test file (test_browser_widgets.py) is thin: it deals the notebooks into two shards, one
+``xdist_group`` each, so that pytest-xdist (--dist loadgroup) runs them on two workers, each with
+its own JupyterLab and Chromium (conftest.py). For every notebook with an interactive cell (a code
 cell that starts with `# NBVAL_IGNORE_OUTPUT` and builds ipywidgets), found automatically so that
 new notebooks are covered, `check_notebook_widgets`:
 

@@ -1,4 +1,4 @@
-"""Every notebook opens in Colab the same way, from the one address in helpers/course.py.
+"""Every notebook opens in Colab the same way, from the one address in helpers/course/__init__.py.
 
 - the first cell carries the notebook's own "Open in Colab" badge;
 - the second cell is exactly ``helpers.course.SETUP_CELL``, whose REPO_URL is the course's;
@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import course
+from helpers.course import tools
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -291,7 +292,7 @@ def test_check_environment_same_minor_is_ok(monkeypatch, capsys):
 
 
 def test_write_assets(tmp_path):
-    (path,) = course.write_assets(tmp_path)
+    (path,) = tools.write_assets(tmp_path)
     assert path == tmp_path / "architecture.png"
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert 20_000 < path.stat().st_size < 400_000

@@ -1,6 +1,6 @@
-"""One source of truth (helpers/sync.py): every marked notebook cell is generated from helpers/,
-the manifest covers every public definition of the core, and the check can fail: it prints a
-diff on drift and fails when a marker disappears."""
+"""One source of truth (helpers/course/sync.py): every marked notebook cell is generated from
+helpers/, the manifest covers every public definition of the core, and the check can fail: it
+prints a diff on drift and fails when a marker disappears."""
 
 import ast
 import json
@@ -10,19 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from helpers import sync
+from helpers.course import sync
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # The core: what a learner reads (not the course's scaffolding: exercises, figures, course,
-# bench, sync).
+# bench).
 CORE = ["attention", "checks", "data", "decoding", "interop", "layers", "lexicon", "masks",
         "model", "positional", "training", "utils"]
 
 
 def test_every_marked_cell_equals_helpers():
     found = sync.problems()
-    assert not found, "run python -m helpers.sync --write:\n\n" + "\n\n".join(found)
+    assert not found, "run python -m helpers.course.sync --write:\n\n" + "\n\n".join(found)
 
 
 def _public(module: str) -> list:
@@ -143,3 +143,21 @@ def test_no_forward_references(path):
             assert TAUGHT_IN[module] <= number, (
                 f"{path.name} cell {index} imports helpers.{module}, taught later in notebook "
                 f"{TAUGHT_IN[module]:02d}")
+
+
+NBVAL_MARKERS = {"NBVAL_IGNORE_OUTPUT", "NBVAL_CHECK_OUTPUT", "NBVAL_SKIP",
+                 "NBVAL_RAISES_EXCEPTION", "PYTEST_VALIDATE_IGNORE_OUTPUT"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_nbval_markers_are_whole_lines(path):
+    """nbval only obeys a comment that is exactly its marker: "# NBVAL_IGNORE_OUTPUT (why)" is
+    silently ignored, and the cell's output is compared after all. The reason goes on the next
+    line."""
+    for index, cell in enumerate(json.loads(path.read_text())["cells"]):
+        for line in "".join(cell["source"]).splitlines() if cell["cell_type"] == "code" else []:
+            comment = line.strip().lstrip("#").strip() if line.strip().startswith("#") else ""
+            if "NBVAL" in comment:
+                assert comment in NBVAL_MARKERS, (
+                    f"{path.name} cell {index}: {line.strip()!r} is not a marker nbval obeys; "
+                    "put the marker alone on its line")

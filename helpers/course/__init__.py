@@ -12,13 +12,10 @@ Everything a notebook needs to find the course is kept here, in one place:
 - ``SUPPORTED_VERSIONS``, ``TESTED_VERSIONS`` and ``check_environment()``: the version ranges the
   course is tested with, the pins of ``requirements.txt`` and a check of the installed ones.
 
-Regenerate the figures kept in ``assets/`` (``assets/architecture.png``) from the repository root::
-
-    python -m helpers.course --write-assets
-
-which calls :func:`write_assets`. After changing a notebook, store the outputs of a clean
-top-to-bottom run with ``python -m helpers.course --execute notebooks/NN_name.ipynb``
-(:func:`execute_in_place`).
+The contributor's tooling lives beside it: :mod:`helpers.course.tools` (``python -m
+helpers.course --write-assets | --execute notebooks/NN_name.ipynb | --retrain-asset``) and
+:mod:`helpers.course.sync` (``python -m helpers.course.sync --check | --write``: the marked
+notebook cells generated from ``helpers/``).
 """
 
 import os
@@ -29,7 +26,7 @@ from pathlib import Path
 
 REPO_URL = "https://github.com/transformers-from-scratch/course"
 
-ROOT = Path(__file__).resolve().parents[1]  # the repository root (the ``course`` folder on Colab)
+ROOT = Path(__file__).resolve().parents[2]  # the repository root (the ``course`` folder on Colab)
 ASSETS = ROOT / "assets"
 
 _BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
@@ -194,7 +191,7 @@ def setup(seed: int = 0):
     manager (needed after every runtime restart). Everywhere: chooses torch's thread count,
     seeds every random number generator and returns the fastest device.
     """
-    from .utils import get_device, set_seed
+    from ..utils import get_device, set_seed
 
     if on_colab():
         _install_missing(COLAB_MISSING)
@@ -204,94 +201,3 @@ def setup(seed: int = 0):
     _choose_threads()
     set_seed(seed)
     return get_device()
-
-
-def write_assets(folder: Path = ASSETS) -> list:
-    """Redraw the figures kept in ``assets/`` and return their paths."""
-    import matplotlib.pyplot as plt
-
-    from .figures import architecture_figure
-
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    fig = architecture_figure()
-    path = folder / "architecture.png"
-    fig.savefig(path, dpi=120, facecolor="white")
-    plt.close(fig)
-    return [path]
-
-
-def execute_in_place(paths) -> None:
-    """Re-execute each notebook top to bottom in a new kernel (one torch thread, at most 300 s a
-    cell) and store its outputs, as a contributor must after changing one. It uses
-    :func:`helpers.bench.execute_notebook`, which does not stall at an ``interact`` cell the way
-    ``jupyter nbconvert --execute`` can."""
-    import nbformat
-
-    from .bench import execute_notebook
-
-    for path in map(Path, paths):
-        if path.suffix != ".ipynb" or not path.is_file():
-            raise SystemExit(f"not a notebook file: {path}")
-        notebook = nbformat.read(path, as_version=4)
-        one_thread = {**os.environ, "OMP_NUM_THREADS": "1"}
-        execute_notebook(notebook, path.resolve().parent, env=one_thread)
-        nbformat.write(notebook, path)
-        print(f"executed and saved {path}")
-
-
-def retrain_asset(path=None, progress: bool = True) -> dict:
-    """Retrain the shipped translator (``assets/translator.pt``) from scratch, save it to
-    ``path`` and return its metadata: ``train_translator``'s defaults, ``ASSET_STEPS`` steps."""
-    import inspect
-    import time
-
-    from .data import make_corpus
-    from .model import TransformerConfig
-    from .training import (
-        ASSET_PATH,
-        ASSET_STEPS,
-        CORPUS_ARGS,
-        evaluate,
-        save_checkpoint,
-        train_translator,
-    )
-
-    parameters = inspect.signature(train_translator).parameters.values()
-    defaults = {p.name: p.default for p in parameters
-                if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
-    training = {**defaults, "steps": ASSET_STEPS}
-    corpus, config = make_corpus(**CORPUS_ARGS), TransformerConfig.small()
-    start = time.perf_counter()
-    model, history = train_translator(corpus, config, progress=progress, **training)
-    seconds = time.perf_counter() - start
-    scores = evaluate(model, corpus.test, corpus.src_vocab, corpus.tgt_vocab)
-    metadata = {"corpus": dict(CORPUS_ARGS), "training": training,
-                "train_seconds": round(seconds, 1), "final_loss": history[-1],
-                "test_exact_match": scores["exact_match"], "test_bleu": scores["bleu"]}
-    save_checkpoint(path or ASSET_PATH, model, config, corpus.src_vocab, corpus.tgt_vocab,
-                    metadata)
-    return metadata
-
-
-USAGE = ("usage: python -m helpers.course --write-assets\n"
-         "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]\n"
-         "       python -m helpers.course --retrain-asset [PATH]   (two torch threads)")
-
-if __name__ == "__main__":
-    if sys.argv[1:] == ["--write-assets"]:
-        import matplotlib
-
-        matplotlib.use("Agg")  # draw to files only, no window
-        for written in write_assets():
-            print(f"wrote {written}")
-    elif sys.argv[1:2] == ["--execute"] and sys.argv[2:]:
-        execute_in_place(sys.argv[2:])
-    elif sys.argv[1:2] == ["--retrain-asset"] and len(sys.argv) <= 3:
-        import torch
-
-        torch.set_num_threads(2)
-        print(f"saved: {retrain_asset(*sys.argv[2:])}")
-    else:
-        print(USAGE)
-        sys.exit(2)

@@ -10,8 +10,8 @@ notebooks and the benchmark import, and what linters and parity tests read; a ma
 view of it. Editing a definition therefore means: edit ``helpers/``, run ``--write``, re-execute
 the notebook (``python -m helpers.course --execute``) if its outputs depend on the change.
 
-    python -m helpers.sync --check   # exit 1 and a unified diff per drifted cell
-    python -m helpers.sync --write   # rewrite the marked cells from helpers/
+    python -m helpers.course.sync --check   # exit 1 and a unified diff per drifted cell
+    python -m helpers.course.sync --write   # rewrite the marked cells from helpers/
 """
 
 import ast
@@ -21,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^# helpers/(\w+)\.py$")
 LONG_CELL = 25  # a code cell with more lines needs a reason in the markdown just above it
 REASON = re.compile(r"\*Why the next cell is long \((\d+) lines\):\*")
@@ -185,7 +185,7 @@ def problems(write: bool = False, root: Path = ROOT, manifest: dict = MANIFEST) 
 
 def main(argv: list, root: Path = ROOT, manifest: dict = MANIFEST) -> int:
     if argv not in (["--check"], ["--write"]):
-        print("usage: python -m helpers.sync --check | --write")
+        print("usage: python -m helpers.course.sync --check | --write")
         return 2
     found = problems(argv == ["--write"], root, manifest)
     for text in found:

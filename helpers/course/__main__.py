@@ -1,0 +1,27 @@
+"""``python -m helpers.course``: the contributor's commands of :mod:`helpers.course.tools`."""
+
+import sys
+
+from .tools import execute_in_place, retrain_asset, write_assets
+
+USAGE = ("usage: python -m helpers.course --write-assets\n"
+         "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]\n"
+         "       python -m helpers.course --retrain-asset [PATH]   (two torch threads)")
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write-assets"]:
+        import matplotlib
+
+        matplotlib.use("Agg")  # draw to files only, no window
+        for written in write_assets():
+            print(f"wrote {written}")
+    elif sys.argv[1:2] == ["--execute"] and sys.argv[2:]:
+        execute_in_place(sys.argv[2:])
+    elif sys.argv[1:2] == ["--retrain-asset"] and len(sys.argv) <= 3:
+        import torch
+
+        torch.set_num_threads(2)
+        print(f"saved: {retrain_asset(*sys.argv[2:])}")
+    else:
+        print(USAGE)
+        sys.exit(2)

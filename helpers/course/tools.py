@@ -1,0 +1,75 @@
+"""The contributor's commands (``python -m helpers.course ...``): redraw the assets, store a
+notebook's outputs, retrain the shipped translator. Learners never need them."""
+
+import os
+from pathlib import Path
+
+from . import ASSETS
+
+
+def write_assets(folder: Path = ASSETS) -> list:
+    """Redraw the figures kept in ``assets/`` and return their paths."""
+    import matplotlib.pyplot as plt
+
+    from ..figures import architecture_figure
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    fig = architecture_figure()
+    path = folder / "architecture.png"
+    fig.savefig(path, dpi=120, facecolor="white")
+    plt.close(fig)
+    return [path]
+
+
+def execute_in_place(paths) -> None:
+    """Re-execute each notebook top to bottom in a new kernel (one torch thread, at most 300 s a
+    cell) and store its outputs, as a contributor must after changing one. It uses
+    :func:`helpers.bench.execute_notebook`, which does not stall at an ``interact`` cell the way
+    ``jupyter nbconvert --execute`` can."""
+    import nbformat
+
+    from ..bench import execute_notebook
+
+    for path in map(Path, paths):
+        if path.suffix != ".ipynb" or not path.is_file():
+            raise SystemExit(f"not a notebook file: {path}")
+        notebook = nbformat.read(path, as_version=4)
+        one_thread = {**os.environ, "OMP_NUM_THREADS": "1"}
+        execute_notebook(notebook, path.resolve().parent, env=one_thread)
+        nbformat.write(notebook, path)
+        print(f"executed and saved {path}")
+
+
+def retrain_asset(path=None, progress: bool = True) -> dict:
+    """Retrain the shipped translator (``assets/translator.pt``) from scratch, save it to
+    ``path`` and return its metadata: ``train_translator``'s defaults, ``ASSET_STEPS`` steps."""
+    import inspect
+    import time
+
+    from ..data import make_corpus
+    from ..model import TransformerConfig
+    from ..training import (
+        ASSET_PATH,
+        ASSET_STEPS,
+        CORPUS_ARGS,
+        evaluate,
+        save_checkpoint,
+        train_translator,
+    )
+
+    parameters = inspect.signature(train_translator).parameters.values()
+    defaults = {p.name: p.default for p in parameters
+                if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
+    training = {**defaults, "steps": ASSET_STEPS}
+    corpus, config = make_corpus(**CORPUS_ARGS), TransformerConfig.small()
+    start = time.perf_counter()
+    model, history = train_translator(corpus, config, progress=progress, **training)
+    seconds = time.perf_counter() - start
+    scores = evaluate(model, corpus.test, corpus.src_vocab, corpus.tgt_vocab)
+    metadata = {"corpus": dict(CORPUS_ARGS), "training": training,
+                "train_seconds": round(seconds, 1), "final_loss": history[-1],
+                "test_exact_match": scores["exact_match"], "test_bleu": scores["bleu"]}
+    save_checkpoint(path or ASSET_PATH, model, config, corpus.src_vocab, corpus.tgt_vocab,
+                    metadata)
+    return metadata
