@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import torch
+from torch import nn
 
 from .compare import Raised, describe, difference, is_blank, same
 
@@ -38,7 +39,7 @@ TIME_LIMIT = 10.0
 MODULES = {
     "scaled_dot_product_attention": "nb01", "masked_softmax": "nb01",
     "sinusoidal_encoding": "nb02", "add_positional_encoding": "nb02", "pe_rotation": "nb02",
-    "split_heads": "nb03", "merge_heads": "nb03",
+    "split_heads": "nb03", "merge_heads": "nb03", "multi_head_attention": "nb03",
     "layer_norm": "nb04", "feed_forward": "nb04",
     "embed_tokens": "nb05", "residual_sublayer": "nb05",
     "causal_mask": "nb06", "padding_mask": "nb06",
@@ -90,6 +91,34 @@ class NumberCase(Case):
         if isinstance(result, numbers.Integral) or float(result).is_integer():
             return torch.tensor(int(result), dtype=self.dtype)
         return torch.tensor(float(result), dtype=torch.float64)
+
+
+@dataclass(frozen=True)
+class ModuleCase(Case):
+    """One call of a learner's ``nn.Module`` class. The class is built with ``init`` (keyword
+    arguments) and given the weights of ``weights_of`` built the same way from a private seed
+    (``load_state_dict``, strict: the notebook's ``__init__`` names the submodules), then
+    called in eval mode on fresh copies of the inputs. The global random state is untouched."""
+
+    init: dict = field(default_factory=dict)
+    weights_of: type | None = None
+
+    def run(self, cls) -> Any:
+        if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
+            raise TypeError("check expects your class itself (a subclass of nn.Module, "
+                            f"without parentheses), got {describe(cls)}")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            weights = (self.weights_of or cls)(**self.init).state_dict()
+            module = cls(**self.init)
+        problems = module.load_state_dict(weights, strict=False)
+        wrong = [f"{what} {', '.join(keys)}" for what, keys in  # as seen from the learner's side
+                 (("yours lacks", problems.unexpected_keys), ("has", problems.missing_keys))
+                 if keys]
+        if wrong:
+            raise ValueError(f"keep the __init__ the notebook gives: {'; '.join(wrong)}")
+        with torch.no_grad():
+            return module.eval()(*_clone(self.args), **_clone(self.kwargs))
 
 
 def tensor_reference(fn: Callable, dtype: torch.dtype | None = None) -> Callable:
@@ -171,8 +200,10 @@ def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
         raise ValueError(f"time_limit must be a number of seconds > 0 (math.inf: no limit), "
                          f"got {limit!r}")
     if not callable(fn):
-        print(f"{FAIL} {name}: check expects your function itself, e.g. "
-              f'check("{name}", my_function) without parentheses; got {describe(fn)}.')
+        what = ("class", "MyClass") if isinstance(exercise.reference, type) else (
+            "function", "my_function")
+        print(f"{FAIL} {name}: check expects your {what[0]} itself, e.g. "
+              f'check("{name}", {what[1]}) without parentheses; got {describe(fn)}.')
         return False
     cases = exercise.cases()
     given = []
@@ -336,6 +367,10 @@ def _is_stub(fn: Callable) -> bool:
     """Is ``fn`` an untouched stub, its body only ``pass``, ``return None`` or ``raise
     NotImplementedError``? A function with real code that returns None forgot its ``return``.
     Without its source (a built-in, a partial), it counts as written."""
+    if isinstance(fn, type):  # a class exercise: is its forward untouched?
+        if "forward" not in vars(fn):
+            return False
+        fn = vars(fn)["forward"]
     node = _definition(fn)
     if isinstance(node, ast.Lambda):
         return _is_placeholder(node.body)

@@ -169,13 +169,21 @@ def bool_grid(ax, grid, row_labels=None, column_labels=None, title=None, numbers
 def loss_curves(ax, curves, ylabel, colours=None, styles=("-",), log=True):
     """One line per entry of ``curves`` (label -> losses from step 1), log scale by default.
 
-    ``colours`` maps a label, or the start of one, to its colour; ``styles`` are used in turn.
+    Losses of several runs, ``(runs, steps)``, are drawn as their median with a shaded band from
+    the lowest to the highest run. ``colours`` maps a label, or the start of one, to its colour;
+    ``styles`` are used in turn.
     """
     for i, (label, losses) in enumerate(curves.items()):
-        losses = as_array(losses, label, ndim=1)
+        losses = np.asarray(losses, dtype=float)
+        runs = as_array(losses, label, ndim=2) if losses.ndim == 2 else None
+        line = np.median(runs, axis=0) if runs is not None else as_array(losses, label, ndim=1)
+        steps = np.arange(1, len(line) + 1)
         colour = next((c for key, c in (colours or {}).items() if label.startswith(key)), None)
-        ax.plot(np.arange(1, len(losses) + 1), losses, styles[i % len(styles)], label=label,
-                color=colour, lw=1.5)
+        drawn, = ax.plot(steps, line, styles[i % len(styles)], color=colour, lw=1.5,
+                         label=label if runs is None else f"{label} (median of {len(runs)})")
+        if runs is not None:
+            ax.fill_between(steps, runs.min(axis=0), runs.max(axis=0), color=drawn.get_color(),
+                            alpha=0.2, lw=0)
     if log:
         ax.set_yscale("log")
     ax.set(xlabel="training step", ylabel=ylabel)

@@ -47,17 +47,25 @@ def first_case_output(name):
     return exercise.cases()[0].run(exercise.reference)
 
 
+def as_learner(name, fn):
+    """What a learner hands to ``check``: ``fn`` itself, or for a class exercise (the notebook
+    gives ``__init__``, the learner writes ``forward``) a subclass with ``fn`` as ``forward``."""
+    reference = EXERCISES[name].reference
+    return type("Learner", (reference,), {"forward": fn}) if isinstance(reference, type) else fn
+
+
 def altered_reference(name, change):
     """The reference with ``change`` applied to its (first) output tensor."""
-    exercise = EXERCISES[name]
+    reference = EXERCISES[name].reference
+    call = reference.forward if isinstance(reference, type) else reference
 
     def learner(*args, **kwargs):
-        out = exercise.reference(*args, **kwargs)
+        out = call(*args, **kwargs)
         if isinstance(out, tuple):
             return (change(out[0]), *out[1:])
         return change(out)
 
-    return learner
+    return as_learner(name, learner)
 
 
 def first_tensor(output):
@@ -185,6 +193,10 @@ ID_HINTS = [
     ("A3", "cross_attention", "True means may attend"),
     ("A4", "scaled_dot_product_attention", "softmax over the last axis"),
     ("A4", "masked_softmax", "softmax over the last axis"),
+    ("A4", "multi_head_attention", "softmax over the last axis"),
+    ("A1", "multi_head_attention", "square root of the key dimension of one head"),
+    ("A3", "multi_head_attention", "True means may attend"),
+    ("A6", "multi_head_attention", "divide the scores by sqrt(d_k)"),
     ("A5", "scaled_dot_product_attention", "what happens when a whole row is masked?"),
     ("A5", "masked_softmax", "what happens when a whole row is masked?"),
     ("P1", "sinusoidal_encoding", "the exponent is 2i/d_model where 2i is the even column index"),
@@ -200,7 +212,9 @@ ID_HINTS = [
     ("N4", "layer_norm", "normalise each token's vector over its d_model features"),
     ("N5", "layer_norm", "only epsilon goes under the root"),
     ("H1", "split_heads", "did you split as view(B, L, h, d_k) and then transpose"),
+    ("H1", "multi_head_attention", "did you split as view(B, L, h, d_k) and then transpose"),
     ("H2", "merge_heads", "transpose heads back next to d_k before reshaping"),
+    ("H3", "multi_head_attention", "mix them with the output projection w_o"),
     ("M1", "causal_mask", "position t may see positions 0..t"),
     ("M2", "causal_mask", "the diagonal must be allowed"),
     ("M3", "padding_mask", "hide the padded keys: shape (B, 1, 1, L)"),
@@ -232,7 +246,7 @@ def test_every_pitfall_id_is_listed_with_its_hint():
                 pieces = listed[pitfall.id, name]
                 assert any(piece in pitfall.hint for piece in pieces), (name, pitfall.name)
     ids = {pid for pid, _ in listed}
-    assert {f"{letter}{n}" for letter, top in [("A", 5), ("P", 5), ("N", 5), ("H", 2), ("M", 4),
+    assert {f"{letter}{n}" for letter, top in [("A", 6), ("P", 5), ("N", 5), ("H", 3), ("M", 4),
                                                ("T", 3), ("D", 2)]
             for n in range(1, top + 1)} == ids
 
@@ -288,7 +302,7 @@ def stub_none_tuple(*args, **kwargs):
 @pytest.mark.parametrize("stub", [stub_return_none, stub_not_implemented, stub_pass,
                                   stub_none_tuple, lambda *args, **kwargs: None])
 def test_untouched_stub_is_not_attempted_yet(run_check, name, stub):
-    ok, out = run_check(name, stub)
+    ok, out = run_check(name, as_learner(name, stub))
     assert ok is False
     assert out.startswith(f"⏳ {name}: not attempted yet")
     assert "❌" not in out and "✅" not in out
@@ -299,7 +313,7 @@ def test_another_exception_is_a_failure_naming_it(run_check, name):
     def learner(*args, **kwargs):
         raise ValueError("boom: shapes do not line up")
 
-    ok, out = run_check(name, learner)
+    ok, out = run_check(name, as_learner(name, learner))
     assert ok is False
     assert out.startswith(f"❌ {name}: your function raised ValueError: boom: shapes do not")
     assert "[case: " in out
@@ -337,7 +351,7 @@ def test_nan_output_is_a_failure(run_check, name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_wrong_type_is_a_failure(run_check, name):
-    ok, out = run_check(name, lambda *args, **kwargs: "hello")
+    ok, out = run_check(name, as_learner(name, lambda *args, **kwargs: "hello"))
     assert ok is False
     if len(EXERCISES[name].outputs) > 1:
         assert f"expected a tuple ({', '.join(EXERCISES[name].outputs)}), got a str" in out
@@ -355,7 +369,7 @@ def test_wrong_type_is_a_failure(run_check, name):
     lambda *a, **k: [],
 ])
 def test_check_never_raises(run_check, name, garbage):
-    ok, out = run_check(name, garbage)
+    ok, out = run_check(name, as_learner(name, garbage))
     assert ok is False
     assert out.startswith(f"❌ {name}: ") and out.count("\n") == 2
     assert "0x" not in out  # no memory addresses: notebooks compare this output

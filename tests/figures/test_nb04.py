@@ -118,3 +118,17 @@ def test_training_curves_figure_draws_each_run_per_step():
     # A variant keeps its layout's colour and is told apart by the line style.
     assert mcolors.same_color(lines["post-norm + warm-up"].get_color(), NORM_COLOURS["post-norm"])
     assert lines["post-norm + warm-up"].get_linestyle() != lines["post-norm"].get_linestyle()
+
+
+def test_several_runs_draw_the_median_and_a_min_max_band():
+    runs = np.array([[0.6, 0.5, 0.4], [0.8, 0.2, 0.1], [0.7, 0.3, 0.3]])  # (3 runs, 3 steps)
+    fig = training_curves_figure({"pre-norm": runs, "post-norm": runs[0]})
+    ax = fig.axes[0]
+    lines = _labelled_lines(ax)
+    assert list(lines) == ["pre-norm (median of 3)", "post-norm"]
+    np.testing.assert_allclose(lines["pre-norm (median of 3)"].get_ydata(), [0.7, 0.3, 0.3])
+    (band,) = ax.collections  # one band, for the entry with several runs
+    vertices = band.get_paths()[0].vertices
+    assert np.isclose(vertices[:, 1].min(), 0.1) and np.isclose(vertices[:, 1].max(), 0.8)
+    assert mcolors.same_color(band.get_facecolor()[0][:3], lines["pre-norm (median of 3)"]
+                              .get_color())
