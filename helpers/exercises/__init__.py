@@ -10,13 +10,18 @@ In a notebook::
     check("causal_mask", my_causal_mask)   # prints one message, returns True or False
     solution("causal_mask")                # prints the reference code
 
+A class exercise (``multi_head_attention``, ``encoder_layer``, ``decoder_layer``) gives the
+``__init__`` and asks for ``forward``: ``check("encoder_layer", MyEncoderLayer)`` builds your
+class, loads the reference's weights into it (``load_state_dict``, strict) and compares outputs.
+
 How ``check`` works:
 
 1. Your function runs on a few seeded cases (random inputs of several shapes, plus edge cases such
    as a fully masked row, length 1 or ``d_model = 2``) and is compared with the reference.
 2. If it differs, every known buggy variant of that exercise runs on the same cases: the classic
-   Transformer bugs of the course's pitfall list (ids A1-A5 attention, P1-P5 positional encoding,
-   N1-N5 LayerNorm, H1-H2 heads, M1-M4 masks, as in the notebooks' "Common pitfalls" sections),
+   Transformer bugs of the course's pitfall list (ids A attention, P positional encoding, H heads,
+   N LayerNorm, M masks, L layers, T training, D decoding, as in the notebooks' "Common pitfalls"
+   sections and ``pitfalls.py``),
    plus a few others. When your output matches one, ``check`` prints its hint, e.g. ``[N2]``.
 3. Otherwise it tells you the first thing that differs (type, shape, dtype, NaN, or the first wrong
    value and the largest difference).

@@ -1,5 +1,6 @@
-"""Notebook 05's exercises: the encoder's input (``embed_tokens``), and one sub-layer with
-its residual path and LayerNorm (``residual_sublayer``).
+"""Notebook 05's exercises: the encoder's input (``embed_tokens``), one sub-layer with
+its residual path and LayerNorm (``residual_sublayer``), and the learner's ``EncoderLayer.forward``
+(``encoder_layer``), checked with the reference's weights (L1, L2, L3).
 """
 
 import math
@@ -8,9 +9,9 @@ from typing import Callable
 import torch
 
 from ..attention import scaled_dot_product_attention
-from ..layers import layer_norm
+from ..layers import EncoderLayer, layer_norm
 from ..positional import sinusoidal_encoding
-from .engine import Case, Exercise, Pitfall, randn
+from .engine import Case, Exercise, ModuleCase, Pitfall, randn
 from .nb04 import feed_forward
 
 # ----------------------------------------------------------------------------------------------
@@ -160,6 +161,57 @@ _HINT_POST = ("post-norm (norm_first=False, the paper) adds first, then normalis
 _HINT_PRE = ("pre-norm (norm_first=True) normalises the sub-layer's input and adds the raw x: "
              "x + sublayer(norm(x)).")
 
+# ----------------------------------------------------------------------------------------------
+# encoder_layer: the reference's forward with one thing wrong (also used by nb07)
+# ----------------------------------------------------------------------------------------------
+
+def wrapped(x, sublayer, norm, pre: bool, residual: bool = True, norm_output_only: bool = False):
+    """One sub-layer with its residual path and LayerNorm, or one of its bugs: no residual (L2),
+    ``x + norm(sublayer(x))`` (L3)."""
+    if norm_output_only:
+        return x + norm(sublayer(x))
+    skip = x if residual else 0
+    return skip + sublayer(norm(x)) if pre else norm(skip + sublayer(x))
+
+
+def encoder_variant(layout=None, residual=(True, True), norm_output_only=False):
+    """An EncoderLayer whose forward has one bug; ``layout``: "pre" or "post" whatever
+    ``norm_first`` says (L1)."""
+    def forward(self, x, mask=None):
+        pre = self.norm_first if layout is None else layout == "pre"
+        x = wrapped(x, lambda y: self.dropout1(self.self_attn(y, y, y, mask)), self.norm1, pre,
+                    residual[0], norm_output_only)
+        return wrapped(x, lambda y: self.dropout2(self.feed_forward(y)), self.norm2, pre,
+                       residual[1], norm_output_only)
+    return type("BuggyEncoderLayer", (EncoderLayer,), {"forward": forward})
+
+
+def _encoder_layer_cases(g):
+    def case(label, d_model, heads, length, norm_first, batch=2, padded=False):
+        mask = None
+        if padded:  # the last sentence ends two tokens early: (B, 1, 1, L)
+            mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
+            mask[-1, ..., -2:] = False
+        return ModuleCase(label, (randn(g, batch, length, d_model), mask), weights_of=EncoderLayer,
+                          init=dict(d_model=d_model, num_heads=heads, d_ff=2 * d_model,
+                                    dropout=0.0, norm_first=norm_first))
+
+    return [
+        case("post-norm, d_model=24, 4 heads, no mask", 24, 4, 5, False),
+        case("pre-norm, d_model=24, 4 heads, padding mask (B, 1, 1, 5)", 24, 4, 5, True,
+             padded=True),
+        case("post-norm, d_model=16, 2 heads, padding mask", 16, 2, 4, False, padded=True),
+        case("pre-norm, batch of 1, d_model=8, 2 heads", 8, 2, 3, True, batch=1),
+    ]
+
+
+HINT_L1 = ("follow self.norm_first: post-norm is LayerNorm(x + sublayer(x)), pre-norm is "
+           "x + sublayer(LayerNorm(x)).")
+HINT_L2 = "add the sublayer's input back: each sub-layer sits on a residual path, x + ..."
+HINT_L3 = ("normalise the sum, LayerNorm(x + sublayer(x)), not only the sub-layer's output: "
+           "x + LayerNorm(sublayer(x)) lets the residual stream grow unnormalised.")
+
+
 EXERCISES: dict[str, Exercise] = {
     "embed_tokens": Exercise(
         reference=embed_tokens,
@@ -207,6 +259,21 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall(None, "pre-norm normalises the sum", _residual_pre_norm_twice,
                     "pre-norm leaves the sum un-normalised (the stack's final LayerNorm does that "
                     "once): " + _HINT_PRE),
+        ),
+    ),
+    "encoder_layer": Exercise(
+        reference=EncoderLayer,
+        make_cases=_encoder_layer_cases,
+        sources=(EncoderLayer.forward,),
+        pitfalls=(
+            Pitfall("L1", "always pre-norm", encoder_variant(layout="pre"), HINT_L1),
+            Pitfall("L1", "always post-norm", encoder_variant(layout="post"), HINT_L1),
+            Pitfall("L2", "no residual around self-attention",
+                    encoder_variant(residual=(False, True)), HINT_L2),
+            Pitfall("L2", "no residual around the feed-forward",
+                    encoder_variant(residual=(True, False)), HINT_L2),
+            Pitfall("L3", "LayerNorm on the sub-layer's output only",
+                    encoder_variant(norm_output_only=True), HINT_L3),
         ),
     ),
 }

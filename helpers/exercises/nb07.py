@@ -1,5 +1,6 @@
-"""Notebook 07's exercises: the decoder's input (``shift_right``) and
-``cross_attention``.
+"""Notebook 07's exercises: the decoder's input (``shift_right``), ``cross_attention``,
+and the learner's ``DecoderLayer.forward`` (``decoder_layer``), checked with the reference's
+weights (M5, L4, L2, L1).
 """
 
 import math
@@ -7,8 +8,11 @@ import math
 import torch
 
 from ..attention import scaled_dot_product_attention
-from .engine import Case, Exercise, Pitfall, randn
+from ..layers import DecoderLayer
+from ..masks import causal_mask
+from .engine import Case, Exercise, ModuleCase, Pitfall, randn
 from .nb01 import HINT_A3
+from .nb05 import HINT_L1, HINT_L2, wrapped
 
 # ----------------------------------------------------------------------------------------------
 # References (shown by solution())
@@ -148,6 +152,50 @@ def _cross_attention_cases(g):
 _HINT_CROSS_SOURCES = ("q = x @ w_q (queries from the decoder), k = memory @ w_k and "
                        "v = memory @ w_v (keys and values from the encoder's memory).")
 
+# ----------------------------------------------------------------------------------------------
+# decoder_layer: the reference's forward with one thing wrong
+# ----------------------------------------------------------------------------------------------
+
+def _decoder_variant(layout=None, causal=True, swap=False, cross_residual=True):
+    """A DecoderLayer whose forward has one bug: no look-ahead mask (M5), queries from the
+    memory (L5), no residual around cross-attention (L2), a fixed layout (L1)."""
+    def forward(self, x, memory, tgt_mask=None, memory_mask=None):
+        pre = self.norm_first if layout is None else layout == "pre"
+
+        def cross(y):
+            q, kv = (memory, y) if swap else (y, memory)
+            return self.dropout2(self.cross_attn(q, kv, kv, memory_mask))
+
+        x = wrapped(x, lambda y: self.dropout1(self.self_attn(
+            y, y, y, tgt_mask if causal else None)), self.norm1, pre)
+        x = wrapped(x, cross, self.norm2, pre, cross_residual)
+        return wrapped(x, lambda y: self.dropout3(self.feed_forward(y)), self.norm3, pre)
+    return type("BuggyDecoderLayer", (DecoderLayer,), {"forward": forward})
+
+
+def _decoder_layer_cases(g):
+    def case(label, d_model, heads, t, s, norm_first, batch=2, padded=True):
+        memory_mask = None
+        if padded:  # the last source sentence ends two tokens early: (B, 1, 1, S)
+            memory_mask = torch.ones(batch, 1, 1, s, dtype=torch.bool)
+            memory_mask[-1, ..., -2:] = False
+        args = (randn(g, batch, t, d_model), randn(g, batch, s, d_model),
+                causal_mask(t)[None, None], memory_mask)
+        return ModuleCase(label, args, weights_of=DecoderLayer,
+                          init=dict(d_model=d_model, num_heads=heads, d_ff=2 * d_model,
+                                    dropout=0.0, norm_first=norm_first))
+
+    return [
+        case("post-norm, d_model=24, 4 heads, T=4, S=6, look-ahead and memory masks",
+             24, 4, 4, 6, False),
+        case("pre-norm, d_model=24, 4 heads, T=4, S=6, look-ahead and memory masks",
+             24, 4, 4, 6, True),
+        case("post-norm, T = S = 5, no memory mask, batch of 1", 16, 2, 5, 5, False, batch=1,
+             padded=False),
+        case("pre-norm, d_model=8, 2 heads, T=3, S=5", 8, 2, 3, 5, True),
+    ]
+
+
 EXERCISES: dict[str, Exercise] = {
     "shift_right": Exercise(
         reference=shift_right,
@@ -197,6 +245,23 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall("A1", "scaled by sqrt(d_model)", _cross_scaled_by_d_model,
                     "divide by the square root of the key dimension of one head: d_k = "
                     "w_k.shape[1], not d_model = x.shape[-1]."),
+        ),
+    ),
+    "decoder_layer": Exercise(
+        reference=DecoderLayer,
+        make_cases=_decoder_layer_cases,
+        sources=(DecoderLayer.forward,),
+        pitfalls=(
+            Pitfall("M5", "no look-ahead mask", _decoder_variant(causal=False),
+                    "the decoder's self-attention needs the look-ahead mask: pass tgt_mask to "
+                    "self.self_attn, or position t reads the tokens after it."),
+            Pitfall("L4", "query and memory swapped", _decoder_variant(swap=True),
+                    "in cross-attention the queries come from the decoder, keys and values from "
+                    "the memory: self.cross_attn(x, memory, memory, memory_mask)."),
+            Pitfall("L2", "no residual around cross-attention",
+                    _decoder_variant(cross_residual=False), HINT_L2),
+            Pitfall("L1", "always pre-norm", _decoder_variant(layout="pre"), HINT_L1),
+            Pitfall("L1", "always post-norm", _decoder_variant(layout="post"), HINT_L1),
         ),
     ),
 }

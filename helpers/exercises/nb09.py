@@ -1,11 +1,29 @@
-"""Notebook 09's exercises: the warm-up learning rate (``transformer_lr``) and
-label-smoothed cross-entropy (``label_smoothed_nll``).
+"""Notebook 09's exercises: the warm-up learning rate (``transformer_lr``),
+label-smoothed cross-entropy (``label_smoothed_nll``) and one optimisation step in the right
+order (``train_step``, with T4-T6).
 """
 
+import numbers
+import warnings
+from dataclasses import dataclass
+
 import torch
+from torch import nn
 
 from ..training import label_smoothed_nll, transformer_lr
+from .compare import is_blank
 from .engine import Case, Exercise, NumberCase, Pitfall, randn, tensor_reference
+
+
+def train_step(model, batch, loss_fn, optimizer, scheduler, clip_norm):
+    """One optimisation step, in the order of ``helpers.training.train``; returns the loss."""
+    optimizer.zero_grad()  # gradients add up in .grad: clear the last step's
+    loss = loss_fn(model, batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)  # before the update uses them
+    optimizer.step()
+    scheduler.step()  # after optimizer.step(): the next step gets the next rate
+    return loss.item()
 
 # ----------------------------------------------------------------------------------------------
 # Buggy variants, each with the learner's signature
@@ -144,6 +162,79 @@ def _ls_cases(g):
 _HINT_PADS = ("a padded position is not a word to predict: leave out every position whose label "
               "is ignore_index, then average over the real tokens only.")
 
+# ----------------------------------------------------------------------------------------------
+# train_step: three steps on a fresh small model, the same for every function checked
+# ----------------------------------------------------------------------------------------------
+
+def _step_with(zero_grad=True, scheduler_first=False, clip_after=False):
+    """``train_step`` with one mistake: no zero_grad (T4: every step also applies the earlier
+    gradients), the scheduler stepped first (T5: each update uses the next step's rate) or the
+    gradients clipped after optimizer.step(), which has already used them (T6)."""
+
+    def step(model, batch, loss_fn, optimizer, scheduler, clip_norm):
+        if zero_grad:
+            optimizer.zero_grad()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        def clip():
+            torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+
+        order = [optimizer.step, clip] if clip_after else [clip, optimizer.step]
+        order = [scheduler.step, *order] if scheduler_first else [*order, scheduler.step]
+        for action in order:
+            action()
+        return loss.item()
+
+    return step
+
+
+def _mse(model, batch):
+    x, y = batch
+    return ((model(x) - y) ** 2).mean()
+
+
+@dataclass(frozen=True)
+class _TrainingCase(Case):
+    """Three calls of the learner's step on a fresh seeded model (SGD with momentum, a learning
+    rate that changes every step, clipping that really clips). The answer is the tuple
+    ``(losses (3,), weights after (n,), learning rate after)``."""
+
+    sizes: tuple = (4, 8)
+    clip_norm: float = 0.5
+    rates: tuple = (1.0, 0.5, 0.25, 0.125)  # LambdaLR factors of steps 0, 1, 2, 3
+    seed: int = 0
+
+    def run(self, fn):
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch warns about T5's order
+            torch.manual_seed(self.seed)
+            d_in, hidden = self.sizes
+            model = nn.Sequential(nn.Linear(d_in, hidden), nn.Tanh(), nn.Linear(hidden, 1))
+            batches = [(torch.randn(16, d_in), 5 * torch.randn(16, 1)) for _ in range(3)]
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: self.rates[s])
+            losses = []
+            for batch in batches:
+                loss = fn(model, batch, _mse, optimizer, scheduler, self.clip_norm)
+                if torch.is_tensor(loss) and loss.numel() == 1:
+                    loss = loss.item()
+                if is_blank(loss) or not isinstance(loss, numbers.Real):
+                    return loss  # None, a tuple, a string...: reported as it is
+                losses.append(float(loss))
+        weights = torch.cat([p.detach().flatten() for p in model.parameters()])
+        return (torch.tensor(losses), weights,
+                torch.tensor(optimizer.param_groups[0]["lr"], dtype=torch.float32))
+
+
+def _train_step_cases(g):
+    return [
+        _TrainingCase("a 4-8-1 network, clip_norm=0.5, rate halved every step"),
+        _TrainingCase("a 6-16-1 network, clip_norm=1.0, warm-up rates", sizes=(6, 16),
+                      clip_norm=1.0, rates=(0.25, 0.5, 1.0, 1.0), seed=1),
+        _TrainingCase("a 3-4-1 network, clip_norm=0.1", sizes=(3, 4), clip_norm=0.1, seed=2),
+    ]
+
+
 EXERCISES: dict[str, Exercise] = {
     "transformer_lr": Exercise(
         reference=tensor_reference(transformer_lr, torch.float32),
@@ -198,6 +289,23 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall(None, "summed instead of averaged", _ls_summed,
                     "average over the real tokens (as F.cross_entropy does with reduction='mean'), "
                     "so that the loss does not grow with the batch size."),
+        ),
+    ),
+    "train_step": Exercise(
+        reference=train_step,
+        make_cases=_train_step_cases,
+        sources=(train_step,),
+        outputs=("losses", "weights", "learning rate"),
+        pitfalls=(
+            Pitfall("T4", "no zero_grad", _step_with(zero_grad=False),
+                    "zero the gradients first (optimizer.zero_grad()): backward() adds to .grad, "
+                    "so without it every step also applies all the earlier gradients."),
+            Pitfall("T5", "scheduler before optimizer", _step_with(scheduler_first=True),
+                    "step the optimizer first, then the scheduler: scheduler.step() sets the rate "
+                    "of the *next* step, so calling it first skips the current step's rate."),
+            Pitfall("T6", "clipping after the step", _step_with(clip_after=True),
+                    "clip before optimizer.step(): the step has already used the unclipped "
+                    "gradients, and clipping afterwards changes nothing."),
         ),
     ),
 }

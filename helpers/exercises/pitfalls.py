@@ -6,7 +6,8 @@ keep them out of ``helpers/``. The README's table "The classic bugs" is :func:`r
 output, and ``tests/exercises/test_pitfalls.py`` checks that every id a notebook or a checker
 uses is here.
 
-Ids: A attention, P positional encoding, H heads, N LayerNorm, M masks, T training, D decoding.
+Ids: A attention, P positional encoding, H heads, N LayerNorm, M masks, L layers (residual paths
+and LayerNorms), T training, D decoding.
 """
 
 # id: (the bug, in a few words; the notebooks that show it failing and fixed)
@@ -34,10 +35,18 @@ PITFALLS = {
     "M2": ("the diagonal excluded", ("06",)),
     "M3": ("padding hiding queries instead of keys", ("06",)),
     "M4": ("padding polarity inverted", ("06",)),
+    "M5": ("no look-ahead mask on the decoder's self-attention", ("07",)),
+    "L1": ("pre-norm written where post-norm is asked, or the reverse", ("05", "07")),
+    "L2": ("a missing residual path around a sub-layer", ("05", "07")),
+    "L3": ("LayerNorm on the sub-layer's output only: x + LN(sublayer(x))", ("05",)),
+    "L4": ("cross-attention with the decoder and the memory swapped", ("07",)),
     "T1": ("no shift right: the decoder reads the answer", ("07", "09")),
     "T2": ("embeddings not scaled by sqrt(d_model), or the positional encoding scaled too",
            ("05", "08")),
     "T3": ("label-smoothing mass on padding, or NaN from a KL loss with log(0)", ("09",)),
+    "T4": ("a missing zero_grad: gradients pile up", ("09",)),
+    "T5": ("scheduler.step() before optimizer.step()", ("09",)),
+    "T6": ("clipping after optimizer.step()", ("09",)),
     "D1": ("adding or multiplying probabilities instead of summing log-probabilities", ("10",)),
     "D2": ("finished hypotheses extended or dropped", ("10",)),
     "D3": ("stopping when the best hypothesis ends instead of when none can improve", ("10",)),
@@ -45,7 +54,8 @@ PITFALLS = {
 }
 
 FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",
-            "M": "masks", "T": "training", "D": "decoding"}
+            "M": "masks", "L": "layers (residual paths and LayerNorms)", "T": "training",
+            "D": "decoding"}
 
 
 def readme_table() -> str:
