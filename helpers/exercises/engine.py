@@ -46,7 +46,7 @@ MODULES = {
     "shift_right": "nb07", "cross_attention": "nb07", "decoder_layer": "nb07",
     "count_parameters": "nb08", "output_projection": "nb08",
     "transformer_lr": "nb09", "label_smoothed_nll": "nb09", "train_step": "nb09",
-    "beam_step": "nb10", "length_penalized_score": "nb10",
+    "beam_step": "nb10", "length_penalized_score": "nb10", "greedy_decode": "nb10",
     "attention_entropy": "nb11", "source_alignment": "nb11",
 }
 

@@ -1,10 +1,13 @@
-"""Notebook 10's exercises: one step of beam search (``beam_step``) and the
+"""Notebook 10's exercises: one step of beam search (``beam_step``), the
 length-penalised score (``length_penalized_score``), with the decoding bugs D1 and D2 as buggy
-variants.
+variants, and the whole of greedy decoding (``greedy_decode``, D5-D7) on a small model.
 """
 
 import torch
 
+from ..decoding import eval_mode, greedy_decode
+from ..masks import padding_mask
+from ..model import TransformerConfig, build_model
 from .engine import Case, Exercise, NumberCase, Pitfall, randn
 
 # ----------------------------------------------------------------------------------------------
@@ -156,6 +159,56 @@ _HINT_D1 = ("work with log-probabilities: a hypothesis' score is the SUM of its 
             "(the log of the product of probabilities), and log p(prefix) + log p(token | prefix) "
             "never underflows.")
 
+# ----------------------------------------------------------------------------------------------
+# greedy_decode: a small random model whose rows end at different steps
+# ----------------------------------------------------------------------------------------------
+
+def _greedy_with(position=-1, pad_after_eos=True, stop_early=True, keep_bos=True):
+    """Greedy decoding (without a cache) with one mistake: the first position's logits (D5),
+    finished rows not padded or decoding not stopped (D6), BOS left out of the output (D7)."""
+
+    def greedy(model, src, max_len, bos_id, eos_id, src_mask=None):
+        with eval_mode(model):
+            memory = model.encode(src, src_mask)
+            ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long)
+            finished = torch.zeros(src.shape[0], dtype=torch.bool)
+            for _ in range(max_len):
+                token = model.decode(ys, memory, src_mask)[:, position].argmax(dim=-1)
+                if pad_after_eos:
+                    token = token.masked_fill(finished, eos_id)
+                ys = torch.cat([ys, token[:, None]], dim=1)
+                finished |= token == eos_id
+                if stop_early and finished.all():
+                    break
+        return ys if keep_bos else ys[:, 1:]
+
+    return greedy
+
+
+def _greedy_cases(g):
+    def case(label, seed, batch=4, max_len=8):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            config = TransformerConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32,
+                                       dropout=0.0)
+            model = build_model(config, 12, 12).eval()
+            with torch.no_grad():
+                model.generator.bias[2] += 1.0  # EOS (id 2) likelier: rows end at 1 to 5 tokens
+            src = torch.randint(3, 12, (batch, 5))
+        src[-1, 3:] = 0  # the last sentence is padded (PAD id 0)
+        return Case(label, (model, src, max_len, 1, 2, padding_mask(src, 0)))
+
+    return [
+        case("4 sentences that end after 5, 4, 3 and 1 tokens", 0),
+        case("4 sentences that end after 3, 4, 2 and 2 tokens", 1),
+        case("4 sentences that never end: cut at max_len = 8", 2),
+        case("one sentence", 0, batch=1),
+    ]
+
+
+_HINT_D6 = ("after EOS a row only gets padding (EOS again, as helpers.decoding does), and "
+            "decoding stops as soon as every row has finished.")
+
 EXERCISES: dict[str, Exercise] = {
     "beam_step": Exercise(
         reference=beam_step,
@@ -206,6 +259,22 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall(None, "always the mean", _score_with(lambda lp, a, L: lp.sum() / L),
                     "the exponent alpha matters: sum / L ** alpha (alpha = 1 only gives the "
                     "mean)."),
+        ),
+    ),
+    "greedy_decode": Exercise(
+        reference=greedy_decode,
+        make_cases=_greedy_cases,
+        sources=(greedy_decode,),
+        outputs=("tokens",),
+        pitfalls=(
+            Pitfall("D5", "the first position's logits", _greedy_with(position=0),
+                    "the next token comes from the last position's logits, logits[:, -1]: "
+                    "position 0 always predicts the first word."),
+            Pitfall("D6", "no padding after EOS", _greedy_with(pad_after_eos=False), _HINT_D6),
+            Pitfall("D6", "no early stop", _greedy_with(stop_early=False), _HINT_D6),
+            Pitfall("D7", "BOS dropped", _greedy_with(keep_bos=False),
+                    "the output starts with BOS, like the decoder's input: return the whole "
+                    "(B, 1 + steps) tensor."),
         ),
     ),
 }

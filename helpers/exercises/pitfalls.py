@@ -51,6 +51,9 @@ PITFALLS = {
     "D2": ("finished hypotheses extended or dropped", ("10",)),
     "D3": ("stopping when the best hypothesis ends instead of when none can improve", ("10",)),
     "D4": ("forgetting the padding mask", ("05", "10")),
+    "D5": ("the next token read from the first position's logits instead of the last", ("10",)),
+    "D6": ("finished rows not padded after EOS, or decoding not stopped", ("10",)),
+    "D7": ("BOS dropped from the output", ("10",)),
 }
 
 FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",

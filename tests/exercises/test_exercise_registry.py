@@ -239,6 +239,9 @@ ID_HINTS = [
     ("D1", "length_penalized_score", "work with log-probabilities"),
     ("D2", "beam_step", "a finished hypothesis (it ended with EOS) must not grow"),
     ("D2", "beam_step", "do not throw finished hypotheses away"),
+    ("D5", "greedy_decode", "the next token comes from the last position's logits"),
+    ("D6", "greedy_decode", "after EOS a row only gets padding"),
+    ("D7", "greedy_decode", "the output starts with BOS"),
 ]
 
 
@@ -256,9 +259,12 @@ def test_every_pitfall_id_is_listed_with_its_hint():
                 pieces = listed[pitfall.id, name]
                 assert any(piece in pitfall.hint for piece in pieces), (name, pitfall.name)
     ids = {pid for pid, _ in listed}
-    assert {f"{letter}{n}" for letter, top in [("A", 6), ("P", 5), ("N", 5), ("H", 3), ("M", 5),
-                                               ("L", 4), ("T", 6), ("D", 2)]
-            for n in range(1, top + 1)} == ids
+    every = {f"{letter}{n}" for letter, top in [("A", 6), ("P", 5), ("N", 5), ("H", 3), ("M", 5),
+                                                ("L", 4), ("T", 6), ("D", 7)]
+             for n in range(1, top + 1)}
+    # D3 (stopping too early) and D4 (no padding mask) are shown in notebooks 05 and 10 only:
+    # they need a whole beam search or a trained model to show.
+    assert every - {"D3", "D4"} == ids
 
 
 @pytest.mark.parametrize("name", NAMES)
