@@ -1,12 +1,23 @@
 """Notebook 10's exercises: one step of beam search (``beam_step``), the
 length-penalised score (``length_penalized_score``), with the decoding bugs D1 and D2 as buggy
-variants, and the whole of greedy decoding (``greedy_decode``, D5-D7) on a small model.
+variants, the whole of greedy decoding (``greedy_decode``, D5-D7) on a small model, and the
+KV cache's decoder layer (``kv_cache_decode``: cached == uncached, D8, D9).
 """
+
+import math
+from dataclasses import dataclass
 
 import torch
 
-from ..decoding import eval_mode, greedy_decode
-from ..masks import padding_mask
+from ..decoding import (
+    KVCache,
+    _attend,
+    _keys_values,
+    cached_decoder_layer,
+    eval_mode,
+    greedy_decode,
+)
+from ..masks import causal_mask, padding_mask
 from ..model import TransformerConfig, build_model
 from .engine import Case, Exercise, NumberCase, Pitfall, randn
 
@@ -209,6 +220,85 @@ def _greedy_cases(g):
 _HINT_D6 = ("after EOS a row only gets padding (EOS again, as helpers.decoding does), and "
             "decoding stops as soon as every row has finished.")
 
+# ----------------------------------------------------------------------------------------------
+# kv_cache_decode: the learner's cached decoder layer inside a decoding loop
+# ----------------------------------------------------------------------------------------------
+
+def _cached_layer_with(extend=True, mask_new=True):
+    """``cached_decoder_layer`` with one mistake: the cache replaced by the new keys and values
+    instead of extended (D8), or no look-ahead mask among several new tokens (D9)."""
+
+    def layer_fn(layer, x, memory, memory_mask, cache, i):
+        def self_attention(y):
+            k, v = _keys_values(layer.self_attn, y)  # (B, h, T, d_k)
+            if extend and cache.self_kv[i] is not None:
+                k = torch.cat([cache.self_kv[i][0], k], dim=2)
+                v = torch.cat([cache.self_kv[i][1], v], dim=2)
+            cache.self_kv[i] = (k, v)
+            t, T = k.shape[2], y.shape[1]
+            mask = causal_mask(t)[None, None, t - T:] if mask_new else None
+            return _attend(layer.self_attn, y, k, v, mask)
+
+        def cross_attention(y):
+            if cache.cross_kv[i] is None:
+                cache.cross_kv[i] = _keys_values(layer.cross_attn, memory)
+            return _attend(layer.cross_attn, y, *cache.cross_kv[i], memory_mask)
+
+        x = layer.norm1(x + self_attention(x))  # the cases' model is post-norm
+        x = layer.norm2(x + cross_attention(x))
+        return layer.norm3(x + layer.feed_forward(x))
+
+    return layer_fn
+
+
+@dataclass(frozen=True)
+class _CachedDecodingCase(Case):
+    """Decodes ``tokens`` with the learner's layer function and a :class:`KVCache`: first
+    ``prefill`` tokens at once, then one at a time. The answer is the logits ``(B, T, V)``,
+    which must equal the uncached ``model.decode`` (teacher forcing)."""
+
+    prefill: int = 1
+
+    def run(self, layer_fn):
+        model, src, tokens, src_mask = self.args
+        T = tokens.shape[1]
+        chunks = [tokens[:, :self.prefill]] + [tokens[:, t:t + 1] for t in range(self.prefill, T)]
+        logits = []
+        with eval_mode(model):
+            memory = model.encode(src, src_mask)
+            cache = KVCache(len(model.decoder.layers))
+            for chunk in chunks:
+                x = model.tgt_embed(chunk) * math.sqrt(model.d_model)
+                x = model.positional(x, start=cache.length)  # positions count on
+                for i, layer in enumerate(model.decoder.layers):
+                    x = layer_fn(layer, x, memory, src_mask, cache, i)
+                    if not torch.is_tensor(x):
+                        return x  # None, a string...: reported as it is
+                cache.length += chunk.shape[1]
+                logits.append(model.generator(x))  # (B, len(chunk), V)
+        return torch.cat(logits, dim=1)
+
+
+def _kv_cases(g):
+    def case(label, seed, batch=2, steps=6, prefill=1, layers=2):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            config = TransformerConfig(d_model=16, num_heads=2, num_layers=layers, d_ff=32,
+                                       dropout=0.0)
+            model = build_model(config, 12, 12).eval()
+            src, tokens = torch.randint(3, 12, (batch, 5)), torch.randint(3, 12, (batch, steps))
+        src[-1, 3:] = 0  # the last source sentence is padded
+        tokens[:, 0] = 1  # BOS first
+        return _CachedDecodingCase(label, (model, src, tokens, padding_mask(src, 0)),
+                                   prefill=prefill)
+
+    return [
+        case("2 layers, 6 tokens one at a time", 0),
+        case("3 tokens at once (a prefill), then 3 one at a time", 1, prefill=3),
+        case("one layer, one sentence, 4 tokens", 2, batch=1, steps=4, layers=1),
+    ]
+
+
 EXERCISES: dict[str, Exercise] = {
     "beam_step": Exercise(
         reference=beam_step,
@@ -275,6 +365,22 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall("D7", "BOS dropped", _greedy_with(keep_bos=False),
                     "the output starts with BOS, like the decoder's input: return the whole "
                     "(B, 1 + steps) tensor."),
+        ),
+    ),
+    "kv_cache_decode": Exercise(
+        reference=cached_decoder_layer,
+        make_cases=_kv_cases,
+        sources=(cached_decoder_layer,),
+        outputs=("logits",),
+        pitfalls=(
+            Pitfall("D8", "cache replaced, not extended", _cached_layer_with(extend=False),
+                    "append the new keys and values to the cache (torch.cat along the positions, "
+                    "dim=2): replacing them lets each new token see only itself."),
+            Pitfall("D9", "no look-ahead mask among new tokens", _cached_layer_with(
+                mask_new=False),
+                    "the new token may see every stored position, but several new tokens at once "
+                    "(a prefill) see each other causally: mask with the last T rows of "
+                    "causal_mask(t + T)."),
         ),
     ),
 }

@@ -54,6 +54,8 @@ PITFALLS = {
     "D5": ("the next token read from the first position's logits instead of the last", ("10",)),
     "D6": ("finished rows not padded after EOS, or decoding not stopped", ("10",)),
     "D7": ("BOS dropped from the output", ("10",)),
+    "D8": ("the KV cache replaced by the new keys and values instead of extended", ("10",)),
+    "D9": ("no look-ahead mask among several new tokens fed to the KV cache at once", ("10",)),
 }
 
 FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",

@@ -45,3 +45,47 @@ def test_the_model_is_the_same_on_every_check(run_check):
     first = engine.lookup("greedy_decode").cases()[0].args[0].state_dict()
     second = engine.lookup("greedy_decode").cases()[0].args[0].state_dict()
     assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def cached_layer_with_einsum(layer, x, memory, memory_mask, cache, i):
+    """Correct, written differently: einsum attention over explicit heads, pre-built masks."""
+    def attend(attn, y, k, v, mask):
+        h, d_k = attn.num_heads, attn.d_k
+        q = attn.w_q(y).unflatten(-1, (h, d_k))  # (B, T, h, d_k)
+        scores = torch.einsum("bthd,bhsd->bhts", q, k) / d_k ** 0.5
+        scores = scores.masked_fill(~mask, float("-inf"))
+        return attn.w_o(torch.einsum("bhts,bhsd->bthd", scores.softmax(-1), v).flatten(-2))
+
+    def kv(attn, y):
+        return tuple(w(y).unflatten(-1, (attn.num_heads, attn.d_k)).transpose(1, 2)
+                     for w in (attn.w_k, attn.w_v))
+
+    k, v = kv(layer.self_attn, x)
+    if cache.self_kv[i] is not None:
+        k, v = (torch.cat([old, new], dim=2)
+                for old, new in zip(cache.self_kv[i], (k, v), strict=True))
+    cache.self_kv[i] = (k, v)
+    t, T = k.shape[2], x.shape[1]
+    causal = torch.ones(t, t, dtype=torch.bool).tril()[t - T:]  # the new rows
+    x = layer.norm1(x + attend(layer.self_attn, x, k, v, causal))
+    if cache.cross_kv[i] is None:
+        cache.cross_kv[i] = kv(layer.cross_attn, memory)
+    x = layer.norm2(x + attend(layer.cross_attn, x, *cache.cross_kv[i], memory_mask))
+    return layer.norm3(x + layer.feed_forward(x))
+
+
+def test_kv_cache_reference_and_an_einsum_answer_pass(run_check):
+    from helpers.decoding import cached_decoder_layer
+
+    for fn in (cached_decoder_layer, cached_layer_with_einsum):
+        ok, out = run_check("kv_cache_decode", fn)
+        assert ok is True, out
+
+
+def test_cached_logits_equal_the_uncached_decoder():
+    exercise = engine.lookup("kv_cache_decode")
+    for case in exercise.cases():
+        model, src, tokens, src_mask = case.args
+        with torch.no_grad():
+            uncached = model.decode(tokens, model.encode(src, src_mask), src_mask)
+        torch.testing.assert_close(case.run(exercise.reference), uncached, atol=1e-5, rtol=1e-4)
