@@ -47,7 +47,7 @@ MODULES = {
     "count_parameters": "nb08", "output_projection": "nb08",
     "transformer_lr": "nb09", "label_smoothed_nll": "nb09", "train_step": "nb09",
     "beam_step": "nb10", "length_penalized_score": "nb10", "greedy_decode": "nb10",
-    "kv_cache_decode": "nb10",
+    "kv_cache_decode": "nb10", "beam_search": "nb10",
     "attention_entropy": "nb11", "source_alignment": "nb11",
 }
 

@@ -1,7 +1,8 @@
 """Notebook 10's exercises: one step of beam search (``beam_step``), the
 length-penalised score (``length_penalized_score``), with the decoding bugs D1 and D2 as buggy
 variants, the whole of greedy decoding (``greedy_decode``, D5-D7) on a small model, and the
-KV cache's decoder layer (``kv_cache_decode``: cached == uncached, D8, D9).
+KV cache's decoder layer (``kv_cache_decode``: cached == uncached, D8, D9), and the whole of
+beam search (``beam_search``: D1, D2, D10, D11).
 """
 
 import math
@@ -13,6 +14,7 @@ from ..decoding import (
     KVCache,
     _attend,
     _keys_values,
+    beam_search,
     cached_decoder_layer,
     eval_mode,
     greedy_decode,
@@ -299,6 +301,91 @@ def _kv_cases(g):
     ]
 
 
+# ----------------------------------------------------------------------------------------------
+# beam_search: helpers.decoding.beam_search (without its cache) with one mistake
+# ----------------------------------------------------------------------------------------------
+
+def _beam_with(probabilities=False, keep_finished=True, per_beam=False, penalise=True):
+    """Beam search with one mistake: probabilities added instead of log-probabilities (D1),
+    finished hypotheses thrown away (D2), candidates taken beam by beam instead of best overall
+    (D10), finished hypotheses ranked without the length penalty (D11)."""
+
+    def search(model, src, beam_size, max_len, bos_id, eos_id, src_mask=None,
+               length_penalty=0.0):
+        finished, alpha = [], length_penalty if penalise else 0.0
+        with eval_mode(model):
+            memory = model.encode(src, src_mask)
+            tokens, sums = torch.full((1, 1), bos_id, dtype=torch.long), torch.zeros(1)
+            for step in range(1, max_len + 1):
+                n = tokens.shape[0]
+                log_probs = model.decode(tokens, memory.expand(n, -1, -1), src_mask)[:, -1]
+                log_probs = log_probs.log_softmax(dim=-1)  # (n, V)
+                V = log_probs.shape[-1]
+                scores = (sums.exp()[:, None] + log_probs.exp() if probabilities
+                          else sums[:, None] + log_probs)  # (n, V)
+                top, index = scores.flatten().topk(min(beam_size + n, n * V))
+                if per_beam:  # each beam's best, beam by beam
+                    per_row = scores.topk(min(beam_size + n, V), dim=-1)
+                    top = per_row.values.flatten()
+                    index = (per_row.indices + V * torch.arange(n)[:, None]).flatten()
+                keep_rows, keep_tokens, keep_sums = [], [], []
+                for rank, (s, i) in enumerate(zip(top.tolist(), index.tolist(), strict=True)):
+                    row, token = divmod(i, V)
+                    hypothesis = tokens[row, 1:].tolist() + [token]
+                    if token == eos_id or step == max_len:
+                        if rank < beam_size and (keep_finished or step == max_len):
+                            finished.append((hypothesis, s / step ** alpha))
+                    elif len(keep_rows) < beam_size:
+                        keep_rows.append(row)
+                        keep_tokens.append(token)
+                        keep_sums.append(math.log(s) if probabilities else s)
+                if not keep_rows:
+                    break
+                tokens = torch.cat([tokens[keep_rows], torch.tensor(keep_tokens)[:, None]], 1)
+                sums = torch.tensor(keep_sums)
+        finished.sort(key=lambda pair: pair[1], reverse=True)
+        return finished[:beam_size]
+
+    return search
+
+
+@dataclass(frozen=True)
+class _BeamCase(Case):
+    """``beam_search``'s list of ``(tokens, score)`` as tensors: the tokens ``(k, L)`` padded
+    with -1, the scores ``(k,)``."""
+
+    def run(self, fn):
+        result = super().run(fn)
+        try:
+            pairs = [(list(map(int, tokens)), float(score)) for tokens, score in result]
+        except (TypeError, ValueError):
+            return result  # None, a string, a tensor...: reported as it is
+        width = max((len(t) for t, _ in pairs), default=0)
+        return (torch.tensor([t + [-1] * (width - len(t)) for t, _ in pairs], dtype=torch.long),
+                torch.tensor([score for _, score in pairs], dtype=torch.float32))
+
+
+def _beam_cases(g):
+    def case(label, seed, beam_size, alpha=0.0, bias=1.0, max_len=6):
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            config = TransformerConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32,
+                                       dropout=0.0)
+            model = build_model(config, 12, 12).eval()
+            with torch.no_grad():
+                model.generator.bias[2] += bias  # EOS likelier: hypotheses end at many lengths
+            src = torch.randint(3, 12, (1, 5))
+        return _BeamCase(label, (model, src, beam_size, max_len, 1, 2),
+                         {"length_penalty": alpha})
+
+    return [
+        case("width 3, no length penalty", 0, 3),
+        case("width 3, length penalty 0.6", 1, 3, alpha=0.6),
+        case("width 2, length penalty 1.0", 2, 2, alpha=1.0),
+        case("width 4, EOS rarely likely", 3, 4, bias=0.0),
+    ]
+
+
 EXERCISES: dict[str, Exercise] = {
     "beam_step": Exercise(
         reference=beam_step,
@@ -381,6 +468,24 @@ EXERCISES: dict[str, Exercise] = {
                     "the new token may see every stored position, but several new tokens at once "
                     "(a prefill) see each other causally: mask with the last T rows of "
                     "causal_mask(t + T)."),
+        ),
+    ),
+    "beam_search": Exercise(
+        reference=beam_search,
+        make_cases=_beam_cases,
+        sources=(beam_search,),
+        outputs=("tokens", "scores"),
+        pitfalls=(
+            Pitfall("D1", "probabilities added", _beam_with(probabilities=True), _HINT_D1),
+            Pitfall("D2", "finished hypotheses dropped", _beam_with(keep_finished=False),
+                    "do not throw finished hypotheses away: set each one aside with its score "
+                    "when it emits EOS, and rank them all at the end."),
+            Pitfall("D10", "best candidates beam by beam", _beam_with(per_beam=True),
+                    "choose the best k among all beams' candidates at once (topk over the "
+                    "flattened (n * V) scores), not the best of one beam, then the next."),
+            Pitfall("D11", "length penalty left out of the ranking", _beam_with(penalise=False),
+                    "compare finished hypotheses with the same length penalty: score = sum of "
+                    "log p / length ** length_penalty, for every finished hypothesis."),
         ),
     ),
 }

@@ -56,6 +56,8 @@ PITFALLS = {
     "D7": ("BOS dropped from the output", ("10",)),
     "D8": ("the KV cache replaced by the new keys and values instead of extended", ("10",)),
     "D9": ("no look-ahead mask among several new tokens fed to the KV cache at once", ("10",)),
+    "D10": ("beam search keeping the best candidates beam by beam instead of overall", ("10",)),
+    "D11": ("finished hypotheses ranked without the length penalty", ("10",)),
 }
 
 FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",

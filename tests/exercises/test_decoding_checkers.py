@@ -89,3 +89,22 @@ def test_cached_logits_equal_the_uncached_decoder():
         with torch.no_grad():
             uncached = model.decode(tokens, model.encode(src, src_mask), src_mask)
         torch.testing.assert_close(case.run(exercise.reference), uncached, atol=1e-5, rtol=1e-4)
+
+
+def test_beam_search_reference_and_an_uncached_answer_pass(run_check):
+    from helpers.decoding import beam_search
+    from helpers.exercises.nb10 import _beam_with
+
+    for fn in (beam_search, _beam_with()):  # with a KV cache and early stop; without either
+        ok, out = run_check("beam_search", fn)
+        assert ok is True, out
+
+
+def test_every_beam_bug_changes_some_case():
+    exercise = engine.lookup("beam_search")
+    for pitfall in exercise.pitfalls:
+        changed = []
+        for case in exercise.cases():
+            ref, bug = case.run(exercise.reference), case.run(pitfall.variant)
+            changed.append(ref[0].shape != bug[0].shape or not torch.equal(ref[0], bug[0]))
+        assert any(changed), pitfall.name

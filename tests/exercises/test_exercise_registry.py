@@ -244,6 +244,10 @@ ID_HINTS = [
     ("D7", "greedy_decode", "the output starts with BOS"),
     ("D8", "kv_cache_decode", "append the new keys and values to the cache"),
     ("D9", "kv_cache_decode", "the new token may see every stored position"),
+    ("D1", "beam_search", "work with log-probabilities"),
+    ("D2", "beam_search", "do not throw finished hypotheses away"),
+    ("D10", "beam_search", "choose the best k among all beams' candidates at once"),
+    ("D11", "beam_search", "compare finished hypotheses with the same length penalty"),
 ]
 
 
@@ -262,7 +266,7 @@ def test_every_pitfall_id_is_listed_with_its_hint():
                 assert any(piece in pitfall.hint for piece in pieces), (name, pitfall.name)
     ids = {pid for pid, _ in listed}
     every = {f"{letter}{n}" for letter, top in [("A", 6), ("P", 5), ("N", 5), ("H", 3), ("M", 5),
-                                                ("L", 4), ("T", 6), ("D", 9)]
+                                                ("L", 4), ("T", 6), ("D", 11)]
              for n in range(1, top + 1)}
     # D3 (stopping too early) and D4 (no padding mask) are shown in notebooks 05 and 10 only:
     # they need a whole beam search or a trained model to show.
@@ -339,10 +343,11 @@ def test_another_exception_is_a_failure_naming_it(run_check, name):
 
 # Exercises whose compared output is assembled by the case from what the learner's function did
 # (train_step returns one loss per call, the case collects losses, weights and learning rate;
-# kv_cache_decode returns one layer's output, the case decodes with it and collects the logits):
+# kv_cache_decode returns one layer's output, the case decodes with it and collects the logits;
+# beam_search returns a list of (tokens, score) that the case turns into tensors):
 # altering the function's return value cannot change the shape or dtype of that output.
 # tests/exercises/test_train_step_checker.py and test_decoding_checkers.py cover them.
-RETURNED = [name for name in NAMES if name not in ("train_step", "kv_cache_decode")]
+RETURNED = [name for name in NAMES if name not in ("train_step", "kv_cache_decode", "beam_search")]
 
 
 @pytest.mark.parametrize("name", RETURNED)

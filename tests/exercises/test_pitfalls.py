@@ -10,7 +10,7 @@ from helpers.exercises import all_exercises
 from helpers.exercises.pitfalls import FAMILIES, PITFALLS, readme_table
 
 ROOT = Path(__file__).resolve().parents[2]
-PITFALL_ID = re.compile(r"\b([" + "".join(FAMILIES) + r"][1-9])\b")
+PITFALL_ID = re.compile(r"\b([" + "".join(FAMILIES) + r"][1-9][0-9]?)\b")
 
 
 def _notebook_ids() -> dict:
