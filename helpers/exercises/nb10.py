@@ -198,16 +198,23 @@ def _greedy_with(position=-1, pad_after_eos=True, stop_early=True, keep_bos=True
     return greedy
 
 
+def small_model(seed, src_shape, eos_bias=1.0, layers=1):
+    """A seeded random Transformer (12 tokens, width 16) whose EOS (id 2) is made likelier by
+    ``eos_bias``, so that sentences end after different numbers of tokens, and source ids
+    ``src_shape`` (3 to 11); the global random state is untouched."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        config = TransformerConfig(d_model=16, num_heads=2, num_layers=layers, d_ff=32,
+                                   dropout=0.0)
+        model = build_model(config, 12, 12).eval()
+        with torch.no_grad():
+            model.generator.bias[2] += eos_bias
+        return model, torch.randint(3, 12, src_shape)
+
+
 def _greedy_cases(g):
     def case(label, seed, batch=4, max_len=8):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            config = TransformerConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32,
-                                       dropout=0.0)
-            model = build_model(config, 12, 12).eval()
-            with torch.no_grad():
-                model.generator.bias[2] += 1.0  # EOS (id 2) likelier: rows end at 1 to 5 tokens
-            src = torch.randint(3, 12, (batch, 5))
+        model, src = small_model(seed, (batch, 5))  # rows end after 1 to 5 tokens
         src[-1, 3:] = 0  # the last sentence is padded (PAD id 0)
         return Case(label, (model, src, max_len, 1, 2, padding_mask(src, 0)))
 
@@ -283,12 +290,8 @@ class _CachedDecodingCase(Case):
 
 def _kv_cases(g):
     def case(label, seed, batch=2, steps=6, prefill=1, layers=2):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            config = TransformerConfig(d_model=16, num_heads=2, num_layers=layers, d_ff=32,
-                                       dropout=0.0)
-            model = build_model(config, 12, 12).eval()
-            src, tokens = torch.randint(3, 12, (batch, 5)), torch.randint(3, 12, (batch, steps))
+        model, src = small_model(seed, (batch, 5), eos_bias=0.0, layers=layers)
+        tokens = torch.randint(3, 12, (batch, steps), generator=g)
         src[-1, 3:] = 0  # the last source sentence is padded
         tokens[:, 0] = 1  # BOS first
         return _CachedDecodingCase(label, (model, src, tokens, padding_mask(src, 0)),
@@ -367,14 +370,7 @@ class _BeamCase(Case):
 
 def _beam_cases(g):
     def case(label, seed, beam_size, alpha=0.0, bias=1.0, max_len=6):
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(seed)
-            config = TransformerConfig(d_model=16, num_heads=2, num_layers=1, d_ff=32,
-                                       dropout=0.0)
-            model = build_model(config, 12, 12).eval()
-            with torch.no_grad():
-                model.generator.bias[2] += bias  # EOS likelier: hypotheses end at many lengths
-            src = torch.randint(3, 12, (1, 5))
+        model, src = small_model(seed, (1, 5), bias)  # hypotheses end at many lengths
         return _BeamCase(label, (model, src, beam_size, max_len, 1, 2),
                          {"length_penalty": alpha})
 
