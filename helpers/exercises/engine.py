@@ -44,7 +44,7 @@ MODULES = {
     "embed_tokens": "nb05", "residual_sublayer": "nb05", "encoder_layer": "nb05",
     "causal_mask": "nb06", "padding_mask": "nb06",
     "shift_right": "nb07", "cross_attention": "nb07", "decoder_layer": "nb07",
-    "count_parameters": "nb08", "output_projection": "nb08",
+    "count_parameters": "nb08", "output_projection": "nb08", "transformer_decode": "nb08",
     "transformer_lr": "nb09", "label_smoothed_nll": "nb09", "train_step": "nb09",
     "beam_step": "nb10", "length_penalized_score": "nb10", "greedy_decode": "nb10",
     "kv_cache_decode": "nb10", "beam_search": "nb10",
@@ -103,6 +103,7 @@ class ModuleCase(Case):
 
     init: dict = field(default_factory=dict)
     weights_of: type | None = None
+    method: str = "forward"  # the method the learner writes, called with the inputs
 
     def run(self, cls) -> Any:
         if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
@@ -119,7 +120,7 @@ class ModuleCase(Case):
         if wrong:
             raise ValueError(f"keep the __init__ the notebook gives: {'; '.join(wrong)}")
         with torch.no_grad():
-            return module.eval()(*_clone(self.args), **_clone(self.kwargs))
+            return getattr(module.eval(), self.method)(*_clone(self.args), **_clone(self.kwargs))
 
 
 def tensor_reference(fn: Callable, dtype: torch.dtype | None = None) -> Callable:
@@ -368,10 +369,10 @@ def _is_stub(fn: Callable) -> bool:
     """Is ``fn`` an untouched stub, its body only ``pass``, ``return None`` or ``raise
     NotImplementedError``? A function with real code that returns None forgot its ``return``.
     Without its source (a built-in, a partial), it counts as written."""
-    if isinstance(fn, type):  # a class exercise: is its forward untouched?
-        if "forward" not in vars(fn):
-            return False
-        fn = vars(fn)["forward"]
+    if isinstance(fn, type):  # a class exercise: are the methods the learner writes untouched?
+        written = [f for name, f in vars(fn).items()
+                   if inspect.isfunction(f) and name != "__init__"]
+        return bool(written) and all(map(_is_stub, written))
     node = _definition(fn)
     if isinstance(node, ast.Lambda):
         return _is_placeholder(node.body)

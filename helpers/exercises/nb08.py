@@ -1,12 +1,15 @@
-"""Notebook 08's exercises: the model's parameter count (``count_parameters``) and the
-output projection with a shared matrix (``output_projection``).
+"""Notebook 08's exercises: the model's parameter count (``count_parameters``), the
+output projection with a shared matrix (``output_projection``), and the learner's
+``Transformer.decode`` (``transformer_decode``: T2, M5, D4).
 """
 
 import math
 
 import torch
 
-from .engine import Case, Exercise, NumberCase, Pitfall, randn, tensor_reference
+from ..masks import causal_mask
+from ..model import Transformer
+from .engine import Case, Exercise, ModuleCase, NumberCase, Pitfall, randn, tensor_reference
 
 # ----------------------------------------------------------------------------------------------
 # References (shown by solution()). The count is total_parameters here, so that it is not taken
@@ -133,6 +136,44 @@ def _projection_cases(g):
 _HINT_LOGITS = ("return the logits themselves (any real numbers, one per vocabulary entry): the "
                 "loss (notebook 09) and decoding (notebook 10) apply the (log-)softmax.")
 
+# ----------------------------------------------------------------------------------------------
+# transformer_decode: the reference's decode with one thing wrong
+# ----------------------------------------------------------------------------------------------
+
+def _decode_with(scale=True, causal=True, memory_mask=True, project=True):
+    """``Transformer.decode`` with one mistake: embeddings not scaled (T2), no look-ahead mask
+    when none is given (M5), the source padding mask not passed on (D4), no output projection."""
+
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None):
+        x = self.tgt_embed(tgt) * (math.sqrt(self.d_model) if scale else 1.0)
+        x = self.positional(x)
+        if tgt_mask is None and causal:
+            tgt_mask = causal_mask(tgt.shape[1])[None, None]
+        x = self.decoder(x, memory, tgt_mask, src_mask if memory_mask else None)
+        return self.generator(x) if project else x
+
+    return type("BuggyTransformer", (Transformer,), {"decode": decode})
+
+
+def _decode_cases(g):
+    def case(label, batch=2, t=4, s=6, norm_first=False, given_mask=False):
+        tgt = torch.randint(3, 13, (batch, t), generator=g)
+        src_mask = torch.ones(batch, 1, 1, s, dtype=torch.bool)
+        src_mask[-1, ..., -2:] = False  # the last source sentence is padded
+        tgt_mask = causal_mask(t)[None, None] & (tgt != 0)[:, None, None, :] if given_mask else None
+        return ModuleCase(label, (tgt, randn(g, batch, s, 16), src_mask, tgt_mask),
+                          weights_of=Transformer, method="decode",
+                          init=dict(src_vocab_size=11, tgt_vocab_size=13, d_model=16, num_heads=2,
+                                    num_layers=2, d_ff=32, dropout=0.0, norm_first=norm_first))
+
+    return [
+        case("post-norm, T=4, S=6, tgt_mask=None (the causal mask alone)"),
+        case("pre-norm, a given tgt_mask (causal and padding)", norm_first=True,
+             given_mask=True),
+        case("one sentence, T=5, S=3", batch=1, t=5, s=3),
+    ]
+
+
 EXERCISES: dict[str, Exercise] = {
     "count_parameters": Exercise(
         reference=tensor_reference(total_parameters),
@@ -195,6 +236,26 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall(None, "bias forgotten", _projection_no_bias,
                     "add the bias: nn.Linear(d_model, V) keeps one bias per vocabulary entry, even "
                     "when its weight is shared with the embedding."),
+        ),
+    ),
+    "transformer_decode": Exercise(
+        reference=Transformer,
+        make_cases=_decode_cases,
+        sources=(Transformer.decode,),
+        outputs=("logits",),
+        pitfalls=(
+            Pitfall("T2", "embeddings not scaled", _decode_with(scale=False),
+                    "multiply the embeddings by sqrt(d_model) before adding the positions, as "
+                    "Transformer.embed does."),
+            Pitfall("M5", "no look-ahead mask", _decode_with(causal=False),
+                    "the decoder's self-attention needs the look-ahead mask: when tgt_mask is "
+                    "None, use causal_mask(T)[None, None]."),
+            Pitfall("D4", "source padding mask dropped", _decode_with(memory_mask=False),
+                    "pass src_mask on as the decoder's memory_mask: without it the padded source "
+                    "tokens are read by the cross-attention."),
+            Pitfall(None, "no output projection", _decode_with(project=False),
+                    "project the decoder's output to the vocabulary with self.generator: decode "
+                    "returns logits (B, T, V), not vectors (B, T, d_model)."),
         ),
     ),
 }
