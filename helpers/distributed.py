@@ -1,0 +1,291 @@
+"""The course's translator trained by PyTorch's distributed engine (DistributedDataParallel).
+
+    torchrun --standalone --nproc_per_node 2 -m helpers.distributed --steps 50 --batch-size 64
+    python -m helpers.distributed --single --steps 50 --batch-size 64  # the same, one process
+    python -m helpers.distributed --bench  # steps/s: 1 vs 2 processes, float32 vs bfloat16
+
+Each of the W processes ("ranks") holds a whole copy of the model. A step of global batch B:
+
+1. data: every rank draws the same seeded permutation of the training pairs
+   (``DistributedSampler``) and takes its B / W pairs of each block of B: together the ranks
+   see exactly the batch that one process (W = 1) sees at that step;
+2. loss: each rank adds up its token losses and divides by the token count of the *global*
+   batch (all-reduced), times W, because DDP averages the gradients (see :func:`_backward`);
+3. gradients: during ``backward`` DDP all-reduces them, so every rank clips and applies the
+   same gradients to the same weights, and the copies stay identical.
+
+``--accumulate k`` runs each rank's B / W pairs through forward and backward in k pieces, with
+``model.no_sync()`` (no all-reduce) for all but the last; ``--bf16`` runs the forward under
+``torch.autocast`` in bfloat16. Shapes: ``b`` pairs in a piece, ``T`` target length, ``V``
+target vocabulary.
+"""
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.nn.parallel import DistributedDataParallel as DDP
+from torch.utils.data import DataLoader
+from torch.utils.data.distributed import DistributedSampler
+
+from .checks import check_sizes
+from .data import PAD_ID, encode_pairs, make_batch, make_corpus
+from .model import TransformerConfig, build_model
+from .training import CORPUS_ARGS, label_smoothed_nll, make_optimizer
+from .utils import set_seed
+
+LAUNCH = "torchrun --standalone --nproc_per_node 2 -m helpers.distributed"
+EXAMPLE = "--steps 50 --batch-size 64"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    """The command line's options, also the ``args`` of the functions below."""
+    small = TransformerConfig.small()
+    p = argparse.ArgumentParser(prog="python -m helpers.distributed", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    add = p.add_argument
+    for name, default in [("steps", 50), ("batch-size", 64), ("accumulate", 1), ("warmup", 200),
+                          ("seed", 0), ("print-every", 10), ("num-train", 20000)]:
+        add("--" + name, type=int, default=default)  # --batch-size: all ranks together
+    for name, default in [("lr-scale", 1.0), ("clip-norm", 1.0), ("label-smoothing", 0.1),
+                          ("dropout", small.dropout)]:
+        add("--" + name, type=float, default=default)
+    for name in ("d_model", "num_heads", "num_layers", "d_ff"):
+        add("--" + name.replace("_", "-"), type=int, default=getattr(small, name))
+    add("--backend", choices=["gloo", "nccl"], default="gloo", help="nccl: one CUDA GPU a rank")
+    add("--bf16", action="store_true", help="forward under autocast in bfloat16")
+    add("--threads", type=int, help="torch threads in each process")
+    add("--log-json", help="JSON log by rank 0 (not --log: torchrun would take it)")
+    add("--single", action="store_true", help="one process, no torchrun, no process group")
+    add("--bench", action="store_true", help="run benchmark() instead of training")
+    return p.parse_args(argv)
+
+
+def micro_batch_size(batch_size: int, world_size: int, accumulate: int = 1) -> int:
+    """Pairs in one forward pass, ``batch_size / world_size / accumulate``, or a ValueError."""
+    check_sizes("helpers.distributed", batch_size=batch_size, world_size=world_size,
+                accumulate=accumulate)
+    if batch_size % world_size:
+        raise ValueError(f"the batch size {batch_size} is not divisible by the world size "
+                         f"{world_size}: every rank must get as many sentence pairs")
+    per_rank = batch_size // world_size
+    if per_rank % accumulate:
+        raise ValueError(f"each rank's {per_rank} pairs (batch size {batch_size} / world size "
+                         f"{world_size}) are not divisible by --accumulate {accumulate}")
+    return per_rank // accumulate
+
+
+def micro_batches(dataset, rank: int, world_size: int, per_rank: int, seed: int = 0):
+    """Endless lists of ``per_rank`` items of ``dataset``: rank ``rank``'s share of each step.
+
+    ``DistributedSampler`` permutes all indices with ``seed + epoch`` (the same on every rank)
+    and deals them out round-robin, so at step s rank r gets positions ``s*B + r + W*j``: the W
+    shares of a step are the block ``[s*B, (s+1)*B)`` of the permutation, the batch of W = 1.
+    """
+    sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
+                                 seed=seed, drop_last=True)
+    loader = DataLoader(dataset, batch_size=per_rank, sampler=sampler, drop_last=True,
+                        collate_fn=list)  # a list of pairs: each piece is padded on its own
+    if len(loader) == 0:  # else the loop below would never yield
+        raise ValueError(f"{len(dataset)} items cannot fill one batch of {per_rank * world_size}")
+    for epoch in range(sys.maxsize):
+        sampler.set_epoch(epoch)  # a new permutation every epoch
+        yield from loader
+
+
+@contextlib.contextmanager
+def process_group(rank: int, world_size: int, backend: str = "gloo"):
+    """Join the default process group (``MASTER_ADDR``/``MASTER_PORT`` from the environment)
+    when ``world_size > 1`` and none exists yet; leave it at the end if it was joined here."""
+    joined = world_size > 1 and not dist.is_initialized()
+    if joined:
+        dist.init_process_group(backend, rank=rank, world_size=world_size)
+    try:
+        yield
+    finally:
+        if joined:
+            dist.destroy_process_group()
+
+
+def _setup(rank: int, world_size: int, args):
+    """Model (in DDP when W > 1), optimizer, schedule, this rank's data and its device."""
+    device = torch.device("cpu")
+    if args.backend == "nccl":
+        if not torch.cuda.is_available():
+            raise ValueError("--backend nccl needs CUDA GPUs; on CPUs use --backend gloo")
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
+        torch.cuda.set_device(device)
+    corpus = make_corpus(**{**CORPUS_ARGS, "num_train": args.num_train})
+    encoded = encode_pairs(corpus.train, corpus.src_vocab, corpus.tgt_vocab)
+    config = TransformerConfig(args.d_model, args.num_heads, args.num_layers, args.d_ff,
+                               args.dropout)
+    set_seed(args.seed)  # the same initial weights everywhere (DDP also copies rank 0's)
+    model = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab)).to(device).train()
+    torch.manual_seed(args.seed + rank)  # but each rank its own dropout masks
+    if dist.is_initialized():
+        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    optimizer, scheduler = make_optimizer(model, args.d_model, args.warmup, args.lr_scale)
+    data = micro_batches(encoded, rank, world_size, args.batch_size // world_size, args.seed)
+    return model, optimizer, scheduler, data, device
+
+
+def _backward(model, pairs: list, world_size: int, args, device) -> float:
+    """Forward and backward of this rank's ``pairs`` in ``args.accumulate`` pieces. Returns the
+    loss of the global batch (the mean over all its real target tokens), the same on every rank.
+
+    Why ``S * W / N``: one process minimises ``L = (sum of the token losses of all B pairs) / N``,
+    ``N`` the real target tokens of the B pairs. Rank r computes ``S_r``, the sum of its token
+    losses, and ``N`` (all-reduced counts); DDP averages the ranks' gradients, which gives
+    ``(1/W) sum_r grad(W S_r / N) = grad(sum_r S_r / N) = grad(L)``. The course's loss per rank
+    (the mean ``S_r / N_r``) would weigh a token of a rank with fewer tokens more. The pieces of
+    ``--accumulate`` add their gradients, so the same weights hold for them.
+    """
+    size = micro_batch_size(args.batch_size, world_size, args.accumulate)
+    pieces = [make_batch([s for s, _ in pairs[i:i + size]], [t for _, t in pairs[i:i + size]])
+              .to(device) for i in range(0, len(pairs), size)]
+    counts = [(piece.tgt_out != PAD_ID).sum() for piece in pieces]  # real target tokens
+    total = torch.stack(counts).sum().float()  # () this rank's tokens ...
+    if dist.is_initialized():
+        dist.all_reduce(total)  # ... then N, those of all ranks
+    loss_sum = torch.zeros((), device=device)
+    for i, (piece, count) in enumerate(zip(pieces, counts, strict=True)):
+        last = i == len(pieces) - 1  # only its backward all-reduces (the sum of all pieces)
+        quiet = model.no_sync() if isinstance(model, DDP) and not last else contextlib.nullcontext()
+        with quiet:  # around the forward: DDP decides there whether backward all-reduces
+            with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
+                logits = model(piece.src, piece.tgt_in, piece.src_mask, piece.tgt_mask)  # (b,T,V)
+            # The loss in float32 (CPU autocast would run log_softmax in bfloat16); the course's
+            # loss is the mean over this piece's real tokens: times their count, their sum.
+            summed = label_smoothed_nll(logits.float(), piece.tgt_out, args.label_smoothing,
+                                        ignore_index=PAD_ID) * count
+            (summed * world_size / total).backward()
+        loss_sum += summed.detach()
+    if dist.is_initialized():
+        dist.all_reduce(loss_sum)
+    return (loss_sum / total).item()
+
+
+def gradients_after_one_step(rank: int, world_size: int, args) -> dict:
+    """``{"loss": float, "grads": {name: tensor}}`` of the first step after DDP's all-reduce
+    (before clipping and the update), on the CPU: what W = 1 and W = 2 must agree on."""
+    micro_batch_size(args.batch_size, world_size, args.accumulate)  # errors before joining
+    with process_group(rank, world_size, args.backend):
+        model, _, _, data, device = _setup(rank, world_size, args)
+        loss = _backward(model, next(data), world_size, args, device)
+        module = model.module if isinstance(model, DDP) else model
+        return {"loss": loss, "grads": {name: p.grad.detach().cpu().clone()
+                                        for name, p in module.named_parameters()}}
+
+
+def train_distributed(rank: int, world_size: int, args) -> dict:
+    """Train for ``args.steps`` steps. Every rank returns the same history: ``"steps"`` (step,
+    global loss, lr and seconds of each step), ``"steps_per_s"`` and ``"samples_per_s"`` (from
+    the median step time, the first step left out) and the sizes. Rank 0 prints a short log
+    and, with ``args.log_json``, writes the history there as JSON."""
+    per_piece = micro_batch_size(args.batch_size, world_size, args.accumulate)
+    show = rank == 0 and args.print_every > 0
+    with process_group(rank, world_size, args.backend):
+        model, optimizer, scheduler, data, device = _setup(rank, world_size, args)
+        if show:
+            print(f"{world_size} process(es), {args.backend}: batch {args.batch_size} = "
+                  f"{world_size} x {args.accumulate} x {per_piece} pairs, "
+                  f"{'bfloat16' if args.bf16 else 'float32'}", flush=True)
+        steps = []
+        for step in range(1, args.steps + 1):
+            start, lr = time.perf_counter(), scheduler.get_last_lr()[0]
+            optimizer.zero_grad(set_to_none=True)
+            loss = _backward(model, next(data), world_size, args, device)
+            if not math.isfinite(loss):  # all-reduced: every rank stops here, before the update
+                raise ValueError(f"the loss is {loss} at step {step}: training diverged")
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
+            optimizer.step()
+            scheduler.step()
+            steps.append({"step": step, "loss": loss, "lr": lr,
+                          "seconds": time.perf_counter() - start})
+            if show and (step % args.print_every == 0 or step in (1, args.steps)):
+                print(f"step {step:5d}  loss {loss:.4f}  lr {lr:.2e}", flush=True)
+    steps_per_s = 1 / statistics.median(s["seconds"] for s in steps[1:] or steps)
+    history = {"world_size": world_size, "batch_size": args.batch_size, "bf16": args.bf16,
+               "accumulate": args.accumulate, "micro_batch_size": per_piece,
+               "backend": args.backend, "steps": steps, "steps_per_s": steps_per_s,
+               "samples_per_s": steps_per_s * args.batch_size}
+    if show:
+        print(f"{steps_per_s:.2f} steps/s, {history['samples_per_s']:.0f} samples/s", flush=True)
+    if rank == 0 and args.log_json:
+        Path(args.log_json).write_text(json.dumps({**history, "args": vars(args)}, indent=1))
+    return history
+
+
+def _rank_main(rank, world_size, port, job, args, path):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    result = job(rank, world_size, args)
+    if rank == 0:
+        torch.save(result, path)
+
+
+def spawn(world_size: int, args, job=train_distributed):
+    """``job(rank, world_size, args)`` in ``world_size`` new processes on this machine (what
+    torchrun does, from Python or a notebook); returns rank 0's result."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # free now, the rendezvous of the new processes
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "result.pt"
+        mp.spawn(_rank_main, args=(world_size, port, job, args, path), nprocs=world_size)
+        return torch.load(path, weights_only=False)
+
+
+def benchmark(args) -> list:
+    """Steps/s and samples/s of ``args``' training, each run in fresh processes: 1 process with
+    1 and 2 torch threads vs 2 processes with 1 (the same cores), float32 vs bfloat16."""
+    rows = []
+    for world_size, threads, bf16 in [(1, 1, False), (1, 2, False), (2, 1, False),
+                                      (1, 1, True), (1, 2, True)]:
+        history = spawn(world_size, argparse.Namespace(**{
+            **vars(args), "threads": threads, "bf16": bf16, "log_json": None, "print_every": 0}))
+        rows.append({"processes": world_size, "threads": threads, "bf16": bf16,
+                     "steps_per_s": history["steps_per_s"],
+                     "samples_per_s": history["samples_per_s"],
+                     "final_loss": history["steps"][-1]["loss"]})
+        print(f"{world_size} process(es) x {threads} thread(s), {'bf16' if bf16 else 'fp32'}: "
+              f"{history['steps_per_s']:6.2f} steps/s {history['samples_per_s']:7.0f} samples/s"
+              f"  final loss {rows[-1]['final_loss']:.4f}", flush=True)
+    return rows
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    if args.bench:
+        benchmark(args)
+        return 0
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    missing = [v for v in ("RANK", "WORLD_SIZE", "LOCAL_RANK") if v not in os.environ]
+    if missing and not args.single:
+        print(f"helpers.distributed runs one process per rank, started by torchrun, which sets "
+              f"RANK, WORLD_SIZE and LOCAL_RANK ({', '.join(missing)} missing here). Launch it "
+              f"with:\n    {LAUNCH} {EXAMPLE}\nor train as one process without torchrun:\n"
+              f"    python -m helpers.distributed --single {EXAMPLE}", file=sys.stderr)
+        return 2
+    if args.single:
+        train_distributed(0, 1, args)
+    else:
+        train_distributed(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""helpers.distributed: W processes x B/W pairs (gloo, CPU) do the step of 1 process x B pairs.
+
+The 2-process runs are started by ``helpers.distributed.spawn`` (torch.multiprocessing) and, once,
+by ``torchrun`` itself. A tiny model without dropout keeps the whole file fast and exact.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from helpers.attention import scaled_dot_product_attention
+from helpers.distributed import (
+    gradients_after_one_step,
+    main,
+    micro_batch_size,
+    micro_batches,
+    parse_args,
+    spawn,
+    train_distributed,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--d-model", "32", "--num-heads", "2", "--num-layers", "1", "--d-ff", "64",
+        "--dropout", "0", "--num-train", "512", "--batch-size", "32", "--warmup", "100",
+        "--print-every", "0", "--threads", "1"]
+
+
+def tiny(*extra):
+    return parse_args([*TINY, *map(str, extra)])
+
+
+def child_env():
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    return {**env, "OMP_NUM_THREADS": "1", "MASTER_ADDR": "127.0.0.1"}
+
+
+def assert_same_gradients(got: dict, want: dict):
+    """Equal up to float rounding: 1e-6 of the largest gradient. (Not relative to each tensor:
+    some are rounding noise around 0, e.g. the key biases', which softmax cancels exactly.)"""
+    assert got.keys() == want.keys()
+    scale = max(g.abs().max().item() for g in want.values())
+    assert scale > 1e-3  # there is something to compare
+    for name, w in want.items():
+        torch.testing.assert_close(got[name], w, rtol=0, atol=1e-6 * scale,
+                                   msg=lambda m, name=name: f"{name}: {m}")
+
+
+@pytest.fixture(scope="module")
+def single_step():
+    return gradients_after_one_step(0, 1, tiny())
+
+
+def test_the_ranks_shares_of_a_step_are_the_single_process_batch():
+    items = list(range(103))  # not a multiple of the batch: the epochs end at different items
+    single = micro_batches(items, 0, 1, 10, seed=3)
+    ranks = [micro_batches(items, r, 2, 5, seed=3) for r in range(2)]
+    seen = []
+    for _ in range(25):  # two and a half epochs of 10 steps
+        whole, shares = next(single), [next(r) for r in ranks]
+        assert sorted(shares[0] + shares[1]) == sorted(whole)
+        assert not set(shares[0]) & set(shares[1])
+        seen.append(frozenset(whole))
+    assert seen[0] != seen[10]  # each epoch has its own permutation
+
+
+def test_two_processes_give_the_gradients_of_one(single_step):
+    two = spawn(2, tiny(), gradients_after_one_step)
+    assert two["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
+    assert_same_gradients(two["grads"], single_step["grads"])
+
+
+@pytest.mark.parametrize("world_size, accumulate", [(1, 4), (2, 2)])
+def test_accumulation_gives_the_update_of_one_big_batch(single_step, world_size, accumulate):
+    args = tiny("--accumulate", accumulate)
+    if world_size == 1:  # 4 pieces of 8 pairs on one process
+        pieces = gradients_after_one_step(0, 1, args)
+    else:  # 2 ranks x 2 pieces of 8 pairs: model.no_sync() for the first piece
+        pieces = spawn(2, args, gradients_after_one_step)
+    assert pieces["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
+    assert_same_gradients(pieces["grads"], single_step["grads"])  # so the same Adam update
+
+
+def test_two_processes_follow_the_loss_curve_of_one():
+    args = tiny("--steps", 60)
+    one = [s["loss"] for s in train_distributed(0, 1, args)["steps"]]
+    two = spawn(2, args)
+    assert two["world_size"] == 2 and two["micro_batch_size"] == 16
+    assert len(two["steps"]) == 60
+    torch.testing.assert_close(torch.tensor([s["loss"] for s in two["steps"]]),
+                               torch.tensor(one), rtol=0, atol=1e-4)
+    assert one[-1] < one[0] - 1  # the model did learn (5.8 -> 3.4)
+
+
+def test_torchrun_trains_two_gloo_processes_and_writes_the_log(tmp_path):
+    log = tmp_path / "log.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc_per_node", "2", "-m", "helpers.distributed", *TINY, "--steps", "5",
+               "--print-every", "1", "--log-json", str(log)]
+    done = subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("step ") == 5  # rank 0 prints, rank 1 does not
+    saved = json.loads(log.read_text())
+    assert saved["world_size"] == 2 and saved["backend"] == "gloo"
+    assert [s["step"] for s in saved["steps"]] == [1, 2, 3, 4, 5]
+    assert all(s["loss"] > 0 and s["lr"] > 0 and s["seconds"] > 0 for s in saved["steps"])
+    assert saved["samples_per_s"] == pytest.approx(32 * saved["steps_per_s"])
+
+
+def test_without_torchrun_the_module_says_how_to_launch_it():
+    done = subprocess.run([sys.executable, "-m", "helpers.distributed", "--steps", "5"], cwd=ROOT,
+                          env=child_env(), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "torchrun --standalone --nproc_per_node 2 -m helpers.distributed" in done.stderr
+    assert "--single" in done.stderr and done.stdout == ""
+
+
+def test_single_runs_without_torchrun(monkeypatch, capsys, tmp_path):
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(var, raising=False)
+    assert main([*TINY, "--single", "--steps", "2", "--log-json", str(tmp_path / "l.json")]) == 0
+    assert json.loads((tmp_path / "l.json").read_text())["world_size"] == 1
+
+
+def test_sizes_that_do_not_divide_are_value_errors():
+    with pytest.raises(ValueError, match=r"batch size 63 .* world size 2"):
+        micro_batch_size(63, 2)
+    accumulate = r"16 pairs \(batch size 32 / world size 2\) .* --accumulate 3"
+    with pytest.raises(ValueError, match=accumulate):
+        micro_batch_size(32, 2, 3)
+    assert micro_batch_size(64, 2, 4) == 8
+    with pytest.raises(ValueError, match=r"batch size 33 .* world size 2"):  # before any rendezvous
+        train_distributed(0, 2, tiny("--batch-size", 33))
+
+
+def test_bf16_autocast_trains_and_keeps_masked_scores_finite():
+    fp32 = train_distributed(0, 1, tiny("--steps", 3))["steps"]
+    bf16 = train_distributed(0, 1, tiny("--steps", 3, "--bf16"))["steps"]
+    for a, b in zip(fp32, bf16, strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], abs=0.05)  # bf16 rounding, same training
+    q, k = torch.randn(2, 2, 3, 8), torch.randn(2, 2, 5, 8)
+    mask = torch.zeros(2, 1, 3, 5, dtype=torch.bool)
+    mask[0, ..., :2] = True  # sequence 1 has every key masked
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        out, weights = scaled_dot_product_attention(q, k, k, mask)
+    assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
+    assert weights[0, ..., 2:].abs().max() == 0 and weights[1].abs().max() == 0
+    torch.testing.assert_close(weights[0].float().sum(-1), torch.ones(2, 3), atol=1e-2, rtol=0)
