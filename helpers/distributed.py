@@ -16,8 +16,11 @@ Each of the W processes ("ranks") holds a whole copy of the model. A step of glo
 
 ``--accumulate k`` runs each rank's B / W pairs through forward and backward in k pieces, with
 ``model.no_sync()`` (no all-reduce) for all but the last; ``--bf16`` runs the forward under
-``torch.autocast`` in bfloat16. Shapes: ``b`` pairs in a piece, ``T`` target length, ``V``
-target vocabulary.
+``torch.autocast`` in bfloat16. ``--fsdp`` replaces DDP by FSDP (``fully_shard``): each rank
+keeps only its 1/W of the weights, gradients and optimizer state, and gathers a layer's weights
+just when it needs them; ``--save DIR`` writes a sharded checkpoint with
+``torch.distributed.checkpoint`` (each rank its own shard) that one process can load.
+Shapes: ``b`` pairs in a piece, ``T`` target length, ``V`` target vocabulary.
 """
 
 import argparse
@@ -27,9 +30,11 @@ import math
 import os
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import torch
@@ -65,6 +70,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         add("--" + name.replace("_", "-"), type=int, default=getattr(small, name))
     add("--backend", choices=["gloo", "nccl"], default="gloo", help="nccl: one CUDA GPU a rank")
     add("--bf16", action="store_true", help="forward under autocast in bfloat16")
+    add("--fsdp", action="store_true", help="shard the model with FSDP instead of DDP")
+    add("--save", help="a folder: the trained weights as a torch.distributed.checkpoint")
     add("--threads", type=int, help="torch threads in each process")
     add("--log-json", help="JSON log by rank 0 (not --log: torchrun would take it)")
     add("--single", action="store_true", help="one process, no torchrun, no process group")
@@ -118,6 +125,28 @@ def process_group(rank: int, world_size: int, backend: str = "gloo"):
             dist.destroy_process_group()
 
 
+def shard(model, device_type: str = "cpu"):
+    """FSDP2 on the default process group: each encoder and decoder layer becomes one unit
+    (its weights gathered for its forward and backward only), the embeddings and the output
+    layer another; ``model`` is changed in place (its parameters become ``DTensor`` shards)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard  # torch >= 2.6
+
+    # The course's model returns its logits as a view; nothing edits them in place, so the
+    # warning FSDP gives for every such output does not apply here.
+    warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
+    mesh = init_device_mesh(device_type, (dist.get_world_size(),))
+    for layer in [*model.encoder.layers, *model.decoder.layers]:
+        fully_shard(layer, mesh=mesh)
+    return fully_shard(model, mesh=mesh)
+
+
+def local_parameters(model) -> int:
+    """How many parameter numbers this process holds: all of them, or its shards under FSDP."""
+    return sum((p.to_local() if hasattr(p, "to_local") else p).numel()
+               for p in model.parameters())
+
+
 def _setup(rank: int, world_size: int, args):
     """Model (in DDP when W > 1), optimizer, schedule, this rank's data and its device."""
     device = torch.device("cpu")
@@ -133,7 +162,9 @@ def _setup(rank: int, world_size: int, args):
     set_seed(args.seed)  # the same initial weights everywhere (DDP also copies rank 0's)
     model = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab)).to(device).train()
     torch.manual_seed(args.seed + rank)  # but each rank its own dropout masks
-    if dist.is_initialized():
+    if dist.is_initialized() and args.fsdp:
+        model = shard(model, device.type)
+    elif dist.is_initialized():
         model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
     optimizer, scheduler = make_optimizer(model, args.d_model, args.warmup, args.lr_scale)
     data = micro_batches(encoded, rank, world_size, args.batch_size // world_size, args.seed)
@@ -162,6 +193,8 @@ def _backward(model, pairs: list, world_size: int, args, device) -> float:
     for i, (piece, count) in enumerate(zip(pieces, counts, strict=True)):
         last = i == len(pieces) - 1  # only its backward all-reduces (the sum of all pieces)
         quiet = model.no_sync() if isinstance(model, DDP) and not last else contextlib.nullcontext()
+        if hasattr(model, "set_requires_gradient_sync"):  # FSDP's no_sync
+            model.set_requires_gradient_sync(last)
         with quiet:  # around the forward: DDP decides there whether backward all-reduces
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 logits = model(piece.src, piece.tgt_in, piece.src_mask, piece.tgt_mask)  # (b,T,V)
@@ -184,8 +217,35 @@ def gradients_after_one_step(rank: int, world_size: int, args) -> dict:
         model, _, _, data, device = _setup(rank, world_size, args)
         loss = _backward(model, next(data), world_size, args, device)
         module = model.module if isinstance(model, DDP) else model
-        return {"loss": loss, "grads": {name: p.grad.detach().cpu().clone()
+        return {"loss": loss, "grads": {name: _whole(p.grad).cpu().clone()
                                         for name, p in module.named_parameters()}}
+
+
+def _whole(tensor: torch.Tensor) -> torch.Tensor:
+    """A tensor, or the whole of an FSDP shard (gathered from every rank)."""
+    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor.detach()
+
+
+def save_checkpoint(model, folder) -> None:
+    """The model's weights as a ``torch.distributed.checkpoint`` in ``folder``: with FSDP each
+    rank writes its own shard (``__0_0.distcp``, ``__1_0.distcp``, ...) plus one ``.metadata``;
+    :func:`load_checkpoint` reads them back into any number of processes, here one."""
+    import torch.distributed.checkpoint as dcp
+    from torch.distributed.checkpoint.state_dict import get_model_state_dict
+
+    dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=str(folder))
+
+
+def load_checkpoint(model, folder):
+    """Load :func:`save_checkpoint`'s weights into a whole, undistributed ``model``."""
+    import torch.distributed.checkpoint as dcp
+
+    state = {"model": model.state_dict()}
+    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": yes
+        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
+        dcp.load(state, checkpoint_id=str(folder))  # fills the tensors of ``state`` in place
+    model.load_state_dict(state["model"])
+    return model
 
 
 def train_distributed(rank: int, world_size: int, args) -> dict:
@@ -200,7 +260,8 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
         if show:
             print(f"{world_size} process(es), {args.backend}: batch {args.batch_size} = "
                   f"{world_size} x {args.accumulate} x {per_piece} pairs, "
-                  f"{'bfloat16' if args.bf16 else 'float32'}", flush=True)
+                  f"{'bfloat16' if args.bf16 else 'float32'}, {'FSDP' if args.fsdp else 'DDP'}: "
+                  f"this rank holds {local_parameters(model):,} parameter numbers", flush=True)
         steps = []
         for step in range(1, args.steps + 1):
             start, lr = time.perf_counter(), scheduler.get_last_lr()[0]
@@ -215,10 +276,14 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
                           "seconds": time.perf_counter() - start})
             if show and (step % args.print_every == 0 or step in (1, args.steps)):
                 print(f"step {step:5d}  loss {loss:.4f}  lr {lr:.2e}", flush=True)
+        held = local_parameters(model)
+        if args.save:  # every rank writes its part, inside the process group
+            save_checkpoint(model, args.save)
     steps_per_s = 1 / statistics.median(s["seconds"] for s in steps[1:] or steps)
     history = {"world_size": world_size, "batch_size": args.batch_size, "bf16": args.bf16,
                "accumulate": args.accumulate, "micro_batch_size": per_piece,
-               "backend": args.backend, "steps": steps, "steps_per_s": steps_per_s,
+               "backend": args.backend, "fsdp": args.fsdp, "parameters_per_rank": held,
+               "steps": steps, "steps_per_s": steps_per_s,
                "samples_per_s": steps_per_s * args.batch_size}
     if show:
         print(f"{steps_per_s:.2f} steps/s, {history['samples_per_s']:.0f} samples/s", flush=True)
@@ -248,12 +313,40 @@ def spawn(world_size: int, args, job=train_distributed):
         return torch.load(path, weights_only=False)
 
 
-def benchmark(args) -> list:
-    """Steps/s and samples/s of ``args``' training, each run in fresh processes: 1 process with
-    1 and 2 torch threads vs 2 processes with 1 (the same cores), float32 vs bfloat16."""
+def torchrun_command(nproc: int, *options) -> list:
+    """``torchrun --standalone --nproc_per_node nproc -m helpers.distributed options`` as a list,
+    written ``python -m torch.distributed.run``: torchrun's own module, the same program, found
+    without the ``torchrun`` script being on the PATH (as in some notebook kernels)."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            f"--nproc_per_node={nproc}", "-m", "helpers.distributed", *map(str, options)]
+
+
+def launch(nproc: int, *options, timeout: float = 600) -> subprocess.CompletedProcess:
+    """Run :func:`torchrun_command` from the course's root folder (where ``helpers`` is, so that
+    every process can import it, in a clone, on Colab or from a notebook) and wait for it.
+    Returns the finished process: its ``stdout`` (rank 0's log) and ``stderr`` as text. A run
+    that fails raises a RuntimeError with the end of its error output."""
+    root = Path(__file__).resolve().parent.parent
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun sets anyway, without its warning
+    done = subprocess.run(torchrun_command(nproc, *options), cwd=root, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+    if done.returncode:
+        raise RuntimeError(f"torchrun exited with {done.returncode}:\n{done.stderr[-3000:]}")
+    return done
+
+
+# (processes, torch threads in each, bfloat16): the same 2 cores used three ways, then bf16
+BENCH_CONFIGS = ((1, 1, False), (1, 2, False), (2, 1, False), (1, 1, True), (1, 2, True))
+
+
+def benchmark(args, configs=BENCH_CONFIGS) -> list:
+    """Steps/s and samples/s of ``args``' training, each run in fresh processes, for each
+    ``(processes, threads, bf16)`` of ``configs``: by default 1 process with 1 and 2 torch
+    threads vs 2 processes with 1 (the same cores), float32 vs bfloat16."""
     rows = []
-    for world_size, threads, bf16 in [(1, 1, False), (1, 2, False), (2, 1, False),
-                                      (1, 1, True), (1, 2, True)]:
+    for world_size, threads, bf16 in configs:
         history = spawn(world_size, argparse.Namespace(**{
             **vars(args), "threads": threads, "bf16": bf16, "log_json": None, "print_every": 0}))
         rows.append({"processes": world_size, "threads": threads, "bf16": bf16,

@@ -7,7 +7,7 @@ output, and ``tests/exercises/test_pitfalls.py`` checks that every id a notebook
 uses is here.
 
 Ids: A attention, P positional encoding, H heads, N LayerNorm, M masks, L layers (residual paths
-and LayerNorms), T training, D decoding.
+and LayerNorms), T training, D decoding, S scaling up (data parallelism).
 """
 
 # id: (the bug, in a few words; the notebooks that show it failing and fixed)
@@ -58,11 +58,16 @@ PITFALLS = {
     "D9": ("no look-ahead mask among several new tokens fed to the KV cache at once", ("10",)),
     "D10": ("beam search keeping the best candidates beam by beam instead of overall", ("10",)),
     "D11": ("finished hypotheses ranked without the length penalty", ("10",)),
+    "S1": ("each rank's loss averaged over its own tokens: a mean of means", ("12",)),
+    "S2": ("the loss not multiplied by the world size, though DDP averages the gradients",
+           ("12",)),
+    "S3": ("no DistributedSampler: every rank trains on the same pairs", ("12",)),
+    "S4": ("a step's start advanced by one rank's share instead of the global batch", ("12",)),
 }
 
 FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",
             "M": "masks", "L": "layers (residual paths and LayerNorms)", "T": "training",
-            "D": "decoding"}
+            "D": "decoding", "S": "scaling up (data parallelism)"}
 
 
 def readme_table() -> str:

@@ -16,11 +16,14 @@ import torch
 from helpers.attention import scaled_dot_product_attention
 from helpers.distributed import (
     gradients_after_one_step,
+    launch,
+    load_checkpoint,
     main,
     micro_batch_size,
     micro_batches,
     parse_args,
     spawn,
+    torchrun_command,
     train_distributed,
 )
 
@@ -96,20 +99,24 @@ def test_two_processes_follow_the_loss_curve_of_one():
     assert one[-1] < one[0] - 1  # the model did learn (5.8 -> 3.4)
 
 
-def test_torchrun_trains_two_gloo_processes_and_writes_the_log(tmp_path):
+def test_torchrun_trains_two_gloo_processes_and_writes_the_log(tmp_path, monkeypatch):
     log = tmp_path / "log.json"
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-               "--nproc_per_node", "2", "-m", "helpers.distributed", *TINY, "--steps", "5",
-               "--print-every", "1", "--log-json", str(log)]
-    done = subprocess.run(command, cwd=ROOT, env=child_env(), capture_output=True, text=True,
-                          timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
+    monkeypatch.chdir(tmp_path)  # launch runs from the course's root wherever the caller is
+    monkeypatch.delenv("PYTHONPATH", raising=False)
+    done = launch(2, *TINY, "--steps", 5, "--print-every", 1, "--log-json", log, timeout=120)
+    assert torchrun_command(2)[1:6] == ["-m", "torch.distributed.run", "--standalone",
+                                        "--nproc_per_node=2", "-m"]
     assert done.stdout.count("step ") == 5  # rank 0 prints, rank 1 does not
     saved = json.loads(log.read_text())
     assert saved["world_size"] == 2 and saved["backend"] == "gloo"
     assert [s["step"] for s in saved["steps"]] == [1, 2, 3, 4, 5]
     assert all(s["loss"] > 0 and s["lr"] > 0 and s["seconds"] > 0 for s in saved["steps"])
     assert saved["samples_per_s"] == pytest.approx(32 * saved["steps_per_s"])
+
+
+def test_a_failed_launch_raises_with_the_ranks_error():
+    with pytest.raises(RuntimeError, match=r"(?s)torchrun exited with 1.*batch size 33"):
+        launch(2, *TINY, "--batch-size", 33, "--steps", 1, timeout=120)
 
 
 def test_without_torchrun_the_module_says_how_to_launch_it():
@@ -151,3 +158,38 @@ def test_bf16_autocast_trains_and_keeps_masked_scores_finite():
     assert out.dtype == torch.bfloat16 and torch.isfinite(out).all()
     assert weights[0, ..., 2:].abs().max() == 0 and weights[1].abs().max() == 0
     torch.testing.assert_close(weights[0].float().sum(-1), torch.ones(2, 3), atol=1e-2, rtol=0)
+
+
+def test_fsdp_shards_the_weights_and_gives_the_gradients_of_one(single_step):
+    two = spawn(2, tiny("--fsdp"), gradients_after_one_step)
+    assert two["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
+    assert_same_gradients(two["grads"], single_step["grads"])
+
+
+def test_fsdp_trains_and_its_sharded_checkpoint_loads_into_one_process(tmp_path):
+    args = tiny("--fsdp", "--steps", 4, "--accumulate", 2, "--save", tmp_path / "ckpt")
+    history = spawn(2, args)
+    ddp = spawn(2, tiny("--steps", 4, "--accumulate", 2))
+    whole = ddp["parameters_per_rank"]
+    assert history["parameters_per_rank"] < 0.51 * whole  # each rank holds about half
+    torch.testing.assert_close(torch.tensor([s["loss"] for s in history["steps"]]),
+                               torch.tensor([s["loss"] for s in ddp["steps"]]), rtol=0, atol=1e-4)
+    shards = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    model = _tiny_model()
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    load_checkpoint(model, tmp_path / "ckpt")
+    changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
+    assert len(changed) > 0.9 * len(before)  # trained weights, not the initial ones
+
+
+def _tiny_model():
+    from helpers.data import make_corpus
+    from helpers.model import TransformerConfig, build_model
+    from helpers.training import CORPUS_ARGS
+
+    args = tiny()
+    corpus = make_corpus(**{**CORPUS_ARGS, "num_train": args.num_train})
+    config = TransformerConfig(args.d_model, args.num_heads, args.num_layers, args.d_ff, 0.0)
+    torch.manual_seed(123)
+    return build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab))
