@@ -257,10 +257,11 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
     show = rank == 0 and args.print_every > 0
     with process_group(rank, world_size, args.backend):
         model, optimizer, scheduler, data, device = _setup(rank, world_size, args)
+        wrapper = "one process" if world_size == 1 else "FSDP" if args.fsdp else "DDP"
         if show:
             print(f"{world_size} process(es), {args.backend}: batch {args.batch_size} = "
                   f"{world_size} x {args.accumulate} x {per_piece} pairs, "
-                  f"{'bfloat16' if args.bf16 else 'float32'}, {'FSDP' if args.fsdp else 'DDP'}: "
+                  f"{'bfloat16' if args.bf16 else 'float32'}, {wrapper}: "
                   f"this rank holds {local_parameters(model):,} parameter numbers", flush=True)
         steps = []
         for step in range(1, args.steps + 1):

@@ -48,6 +48,7 @@ BEAM_COLOURS = {  # status -> (face colour, edge colour, alpha)
     "finished": ("#c9ebc4", "#2e8b3a", 1.0),
     "pruned": ("#f2f2f2", "#9a9a9a", 0.35),
 }
+RANK_COLOURS = ("#a9d1f0", "#f9c89b", "#c4e6c1", "#d5c6ee")  # processes of a distributed run
 MAX_TICKS = 20  # an axis with more entries than this shows every k-th tick label only
 
 

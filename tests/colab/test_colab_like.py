@@ -92,7 +92,8 @@ print("COLAB-LIKE", _json.dumps({
 FIRST_NEEDED_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.interop": 3,
                    "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8,
                    "helpers.data": 9, "helpers.lexicon": 9, "helpers.training": 9,
-                   "helpers.decoding": 9, "tqdm.auto": 9, "sacrebleu": 9}
+                   "helpers.decoding": 9, "tqdm.auto": 9, "sacrebleu": 9,
+                   "helpers.distributed": 12}
 # Notebook 00 shows how exercises are checked on notebook 06's first one, the look-ahead mask
 # (masks.py imports attention for its mask explorer).
 ALLOWED_EARLY = {0: {"helpers.exercises.nb06", "helpers.masks", "helpers.attention"}}
@@ -165,7 +166,7 @@ def colab_env(tmp_path_factory):
 
 def _remove_what_colab_lacks():
     """Uninstall what Colab lacks as ``pip uninstall`` does (every file its RECORD lists, then its
-    folders), without starting pip: that takes a second and a half, twelve times."""
+    folders), without starting pip: that takes a second and a half, once per notebook."""
     for name in build_env.COLAB_LACKS:
         for info in build_env.VENV.glob(f"lib/python*/site-packages/{name}-*.dist-info"):
             site, folders = info.parent, {info}
@@ -195,7 +196,7 @@ def _printed(cell) -> str:
 
 
 def test_every_notebook_is_checked():
-    assert len(NOTEBOOKS) == 12
+    assert len(NOTEBOOKS) == 13
     assert "interact(" in (ROOT / "notebooks" / "06_masks.ipynb").read_text()
 
 
