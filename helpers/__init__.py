@@ -16,11 +16,13 @@ module              what it holds                               notebook
 ``training``        label smoothing, warm-up, the training loop  09
 ``decoding``        greedy decoding, beam search, the KV cache   10
 ``interop``         conversion to PyTorch's own modules          05, 07, 08
-``distributed``     training with DistributedDataParallel        (12)
-                    (``torchrun``), gradient accumulation, bf16
+``gpt``             a decoder-only model, sampling, RMSNorm,     12
+                    SwiGLU, rotary positions, the ablation
+``distributed``     training with DistributedDataParallel        13
+                    (``torchrun``), FSDP, accumulation, bf16
 ``utils``           seeding and device choice                    all
 ``figures``         drawing only, one module per notebook        all
-``exercises``       ``check`` and ``solution``; one module per   01-11
+``exercises``       ``check`` and ``solution``; one module per   01-13
                     notebook; ``pitfalls``: the classic bugs
 ``course``          the course's tooling: setup cell, version    all
                     check; ``tools`` (re-execution, assets);

@@ -35,8 +35,15 @@ SEP = "<sep>"  # between the English sentence and its French continuation
 
 # ---- The modern block's parts ----------------------------------------------------------------
 
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the last axis: notebook 04's LayerNorm
+    without subtracting the mean and without the bias (Zhang and Sennrich, 2019)."""
+    rms = x.pow(2).mean(dim=-1, keepdim=True).add(eps).sqrt()  # (..., 1): no mean removed
+    return x / rms * weight
+
+
 class RMSNorm(nn.Module):
-    """``x / sqrt(mean(x^2) + eps) * weight``: LayerNorm without the mean and the bias."""
+    """:func:`rms_norm` with a learned gain per feature, as ``torch.nn.RMSNorm``."""
 
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
@@ -44,8 +51,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d_model))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        rms = x.pow(2).mean(dim=-1, keepdim=True).add(self.eps).sqrt()  # (..., 1), no mean removed
-        return x / rms * self.weight
+        return rms_norm(x, self.weight, self.eps)
 
 
 class SwiGLU(nn.Module):

@@ -44,6 +44,9 @@ MANIFEST = {
                     ("decoding", ["beam_search", "_cannot_improve"]),
                     ("decoding", ["KVCache", "_keys_values", "_attend", "cached_decoder_layer",
                                   "decode_step"])],
+    "12_decoder_only": [("gpt", ["gpt_block"]), ("gpt", ["filter_logits"]),
+                        ("gpt", ["rms_norm", "RMSNorm"]), ("gpt", ["SwiGLU"]),
+                        ("gpt", ["rope_angles", "apply_rope"])],
 }
 
 # Public definitions of the core that no notebook shows, and why.
@@ -63,6 +66,9 @@ NOT_TAUGHT = {
     "training": "besides label smoothing and the warm-up schedule: the generic loop, "
                 "checkpoints, translate and the metrics, described and used in notebook 09",
     "lexicon": "the words of the toy corpus (data), listed in notebook 09",
+    "gpt": "besides the block, the modern parts and the sampling filter: the model class, the "
+           "continuation batches, generation with the KV cache and the ablation runner, "
+           "described and used in notebook 12",
 }
 
 

@@ -20,8 +20,8 @@ How ``check`` works:
    as a fully masked row, length 1 or ``d_model = 2``) and is compared with the reference.
 2. If it differs, every known buggy variant of that exercise runs on the same cases: the classic
    Transformer bugs of the course's pitfall list (ids A attention, P positional encoding, H heads,
-   N LayerNorm, M masks, L layers, T training, D decoding, S scaling up, as in the notebooks'
-   "Common pitfalls" sections and ``pitfalls.py``),
+   N LayerNorm, M masks, L layers, T training, D decoding, G GPT and the modern block, S scaling
+   up, as in the notebooks' "Common pitfalls" sections and ``pitfalls.py``),
    plus a few others. When your output matches one, ``check`` prints its hint, e.g. ``[N2]``.
 3. Otherwise it tells you the first thing that differs (type, shape, dtype, NaN, or the first wrong
    value and the largest difference).
@@ -50,7 +50,7 @@ The package, in the manner of Kaggle's learntools:
 - ``engine``: the building blocks (:class:`Case`, :class:`Pitfall`, :class:`Exercise`), ``check``
   and ``solution``, and ``MODULES``, which says which module holds which exercise;
 - ``compare``: how an answer is compared with the reference, and the messages;
-- ``nb01`` ... ``nb12``: one module per notebook with exercises, holding its references, buggy
+- ``nb01`` ... ``nb13``: one module per notebook with exercises, holding its references, buggy
   variants, cases and hints in a dict ``EXERCISES``. A notebook's module is imported only when
   one of its exercises is first checked, so notebook 01 never loads the training code;
 - ``pitfalls``: the classic bugs by id (A1, ..., D4), the registry behind the hints' ids.

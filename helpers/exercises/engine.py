@@ -49,7 +49,8 @@ MODULES = {
     "beam_step": "nb10", "length_penalized_score": "nb10", "greedy_decode": "nb10",
     "kv_cache_decode": "nb10", "beam_search": "nb10",
     "attention_entropy": "nb11", "source_alignment": "nb11",
-    "rank_loss": "nb12", "rank_batch": "nb12",
+    "rms_norm": "nb12", "apply_rope": "nb12", "filter_logits": "nb12",
+    "rank_loss": "nb13", "rank_batch": "nb13",
 }
 
 

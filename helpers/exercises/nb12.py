@@ -1,110 +1,122 @@
-"""Notebook 12's exercises: the two things data parallelism asks of the learner, the loss of one
-rank (``rank_loss``: S1, S2) and the rank's share of a step's batch (``rank_batch``: S3, S4).
+"""Notebook 12's exercises: the modern block's normalisation (``rms_norm``: G1), rotary
+positions (``apply_rope``: G2) and the sampling filter (``filter_logits``: G3, G4).
 """
 
 import torch
 
-from .engine import Case, Exercise, Pitfall
+from ..gpt import apply_rope, filter_logits, rms_norm, rope_angles
+from .engine import Case, Exercise, Pitfall, randn
 
 # ----------------------------------------------------------------------------------------------
-# rank_loss: what one of W processes must backpropagate
+# Buggy variants
 # ----------------------------------------------------------------------------------------------
 
-def rank_loss(token_losses: torch.Tensor, mask: torch.Tensor, global_tokens: int,
-              world_size: int) -> torch.Tensor:
-    """The loss rank r backpropagates so that DDP's gradient equals one process's.
 
-    ``token_losses`` ``(b, T)``: the loss of each target token of this rank's pairs; ``mask``
-    ``(b, T)``: True on real tokens, False on padding; ``global_tokens``: N, the real tokens of
-    the whole global batch (all ranks); ``world_size``: W. One process minimises (sum of all
-    token losses) / N; DDP *averages* the W ranks' gradients, so each rank returns W S_r / N.
-    """
-    summed = token_losses.masked_fill(~mask, 0.0).sum()  # S_r: padding adds nothing
-    return summed * world_size / global_tokens
+def _rms_with_mean(x, weight, eps=1e-6):  # G1: LayerNorm's centring kept
+    centred = x - x.mean(dim=-1, keepdim=True)
+    return centred / centred.pow(2).mean(dim=-1, keepdim=True).add(eps).sqrt() * weight
 
 
-def _rank_loss_cases(gen: torch.Generator) -> list:
-    def rank(b, T, real, N, W):
-        mask = torch.arange(T)[None, :] < torch.tensor(real)[:, None]  # (b, T) padding at the end
-        losses = torch.rand(b, T, generator=gen) * 5
-        losses[~mask] = torch.rand(int((~mask).sum()), generator=gen) * 5  # padding: not 0
-        return (losses, mask, N, W)
+def _rope_halves(x, angles):  # G2: pairs (i, i + d/2), the "rotate half" layout
+    half = x.shape[-1] // 2
+    first, second = x[..., :half], x[..., half:]
+    cos, sin = angles.cos(), angles.sin()
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
 
-    return [Case("rank 0 of 2: 3 pairs, 12 of all 30 tokens", rank(3, 6, [6, 4, 2], 30, 2)),
-            Case("rank 1 of 2: 2 pairs, 18 of all 30 tokens", rank(2, 9, [9, 9], 30, 2)),
-            Case("rank 3 of 4: 4 pairs, 11 of all 40 tokens", rank(4, 5, [5, 3, 2, 1], 40, 4)),
-            Case("one process (W = 1): its own 14 tokens", rank(2, 7, [7, 7], 14, 1))]
+
+def _top_p_then_temperature(logits, temperature, top_p):  # G3
+    return filter_logits(logits, 1.0, top_p=top_p) / temperature
+
+
+def _top_p_without_crossing(logits, temperature, top_p):  # G4: strictly below top_p only
+    logits = logits / temperature
+    ordered, index = logits.sort(dim=-1, descending=True)
+    ordered = ordered.masked_fill(ordered.softmax(-1).cumsum(-1) > top_p, float("-inf"))
+    return torch.empty_like(logits).scatter_(-1, index, ordered)
+
+
+def _filter(logits, temperature, top_p):
+    """``filter_logits`` with temperature and top-p only: the learner's signature."""
+    return filter_logits(logits, temperature, top_p=top_p)
 
 
 # ----------------------------------------------------------------------------------------------
-# rank_batch: which items of the shared order rank r trains on at a step
+# Cases
 # ----------------------------------------------------------------------------------------------
 
-def rank_batch(order: torch.Tensor, step: int, rank: int, world_size: int,
-               batch_size: int) -> torch.Tensor:
-    """Rank ``rank``'s items at step ``step`` (from 0), dealt as ``DistributedSampler`` deals.
+def _rms_cases(g):
+    def gain(d):
+        return 1 + 0.5 * randn(g, d)
 
-    ``order``: the epoch's permutation of the dataset's indices, the same on every rank (same
-    seed). Step s uses the block ``order[s*B : (s+1)*B]`` of the global batch B, dealt out in
-    turn: rank r gets the block's items r, r + W, r + 2W, ... (B / W of them).
-    """
-    start = step * batch_size  # the global batch advances by B every step
-    return order[start + rank:start + batch_size:world_size]
+    return [Case("random (2, 3, 8), mean 2", (2 + randn(g, 2, 3, 8), gain(8))),
+            Case("d_model = 2", (randn(g, 4, 2), gain(2))),
+            Case("eps = 0.1, small inputs", (0.2 * randn(g, 1, 5, 6), gain(6)), {"eps": 0.1}),
+            Case("length 1", (3 * randn(g, 1, 1, 4), gain(4)))]
 
 
-def _rank_batch_cases(gen: torch.Generator) -> list:
-    def order(n):
-        return torch.randperm(n, generator=gen)
+def _rope_cases(g):
+    return [Case("(B=2, h=2, L=5, d_k=8)", (randn(g, 2, 2, 5, 8), rope_angles(5, 8))),
+            Case("one vector, d_k = 4, position 7", (randn(g, 1, 4), rope_angles(8, 4)[7:])),
+            Case("positions 3 to 8 (a KV cache's new tokens)",
+                 (randn(g, 1, 6, 6), rope_angles(6, 6, start=3)))]
 
-    return [Case("rank 0 of 2, step 0, B = 8", (order(40), 0, 0, 2, 8)),
-            Case("rank 1 of 2, step 3, B = 8", (order(40), 3, 1, 2, 8)),
-            Case("rank 2 of 4, step 2, B = 12", (order(60), 2, 2, 4, 12)),
-            Case("rank 0 of 1 (one process), step 1, B = 6", (order(20), 1, 0, 1, 6))]
+
+def _filter_cases(g):
+    return [Case("8 tokens, temperature 0.5, top_p 0.9", (3 * randn(g, 2, 8), 0.5, 0.9)),
+            Case("6 tokens, temperature 2, top_p 0.6", (2 * randn(g, 3, 6), 2.0, 0.6)),
+            Case("one token of 0.6, top_p 0.5: the first token crosses",
+                 (torch.tensor([[0.0, -1.0986, -1.0986, -10.0]]).log_softmax(-1), 1.0,
+                  0.5)),
+            Case("12 tokens, temperature 1, top_p 0.95", (randn(g, 1, 12), 1.0, 0.95))]
 
 
 EXERCISES: dict[str, Exercise] = {
-    "rank_loss": Exercise(
-        reference=rank_loss,
-        make_cases=_rank_loss_cases,
-        sources=(rank_loss,),
-        outputs=("loss",),
+    "rms_norm": Exercise(
+        reference=rms_norm,
+        make_cases=_rms_cases,
+        sources=(rms_norm,),
         pitfalls=(
-            Pitfall("S1", "the rank's own mean",
-                    lambda loss, mask, n, w: loss.masked_fill(~mask, 0).sum() / mask.sum(),
-                    "that is the mean over THIS rank's tokens: averaged by DDP it becomes a "
-                    "mean of means, which weighs a token of a rank with fewer tokens more. "
-                    "Divide the rank's sum by the tokens of the whole global batch "
-                    "(global_tokens), then undo DDP's averaging."),
-            Pitfall("S2", "DDP's average forgotten",
-                    lambda loss, mask, n, w: loss.masked_fill(~mask, 0).sum() / n,
-                    "right for one process, but DDP AVERAGES the gradients of the W ranks, so "
-                    "this gradient ends up W times too small: multiply by world_size."),
-            Pitfall(None, "padding counted",
-                    lambda loss, mask, n, w: loss.sum() * w / n,
-                    "the padded positions have losses too (the model still predicts there): "
-                    "keep only the real tokens, where mask is True."),
+            Pitfall("G1", "the mean subtracted", _rms_with_mean,
+                    "RMSNorm does NOT subtract the mean: that is LayerNorm's first step, which "
+                    "RMSNorm drops. Divide x itself by sqrt(mean(x^2) + eps)."),
+            Pitfall(None, "eps outside the root",
+                    lambda x, w, eps=1e-6: x / (x.pow(2).mean(-1, keepdim=True).sqrt() + eps) * w,
+                    "eps goes inside the square root, as in notebook 04 (pitfall N2) and "
+                    "torch.nn.RMSNorm: sqrt(mean(x^2) + eps)."),
+            Pitfall(None, "statistics over the wrong axis",
+                    lambda x, w, eps=1e-6: x / x.pow(2).mean(0, keepdim=True).add(eps).sqrt() * w,
+                    "each vector is normalised over its own features: the mean of x^2 over the "
+                    "LAST axis (dim=-1), as LayerNorm's statistics (pitfall N4)."),
         ),
     ),
-    "rank_batch": Exercise(
-        reference=rank_batch,
-        make_cases=_rank_batch_cases,
-        sources=(rank_batch,),
-        outputs=("items",),
+    "apply_rope": Exercise(
+        reference=apply_rope,
+        make_cases=_rope_cases,
+        sources=(apply_rope,),
         pitfalls=(
-            Pitfall("S3", "every rank takes the whole batch",
-                    lambda o, s, r, w, b: o[s * b:(s + 1) * b],
-                    "every rank got the whole global batch: the W copies train on the same "
-                    "pairs and the run is no faster than one process (what happens without a "
-                    "DistributedSampler). Rank r takes every W-th item of the block, from r."),
-            Pitfall("S4", "steps advanced by the rank's share",
-                    lambda o, s, r, w, b: o[s * (b // w) + r:s * (b // w) + b:w],
-                    "step s starts at s * (B / W): a step overlaps the one before, so pairs are "
-                    "seen twice and others never. The global batch B moves on by B every step."),
-            Pitfall(None, "contiguous pieces",
-                    lambda o, s, r, w, b: o[s * b + r * (b // w):s * b + (r + 1) * (b // w)],
-                    "your pieces do split the block between the ranks (a valid split), but not "
-                    "as DistributedSampler deals: round-robin, rank r takes items r, r + W, "
-                    "r + 2W, ... of the block."),
+            Pitfall("G2", "halves instead of adjacent pairs", _rope_halves,
+                    "you rotated the pairs (x[i], x[i + d/2]), the layout of some libraries "
+                    "('rotate half'). It is a valid choice when queries and keys agree, but the "
+                    "course pairs ADJACENT features (x[2i], x[2i+1]), as notebook 02 "
+                    "interleaves sine and cosine: angle i belongs to that pair."),
+            Pitfall(None, "rotated the other way",
+                    lambda x, a: apply_rope(x, -a),
+                    "the rotation goes the other way: (x0, x1) -> (x0 cos - x1 sin, "
+                    "x0 sin + x1 cos), a turn by +angle."),
+        ),
+    ),
+    "filter_logits": Exercise(
+        reference=_filter,
+        make_cases=_filter_cases,
+        sources=(filter_logits,),
+        pitfalls=(
+            Pitfall("G3", "top-p before the temperature", _top_p_then_temperature,
+                    "divide by the temperature FIRST: the temperature reshapes the "
+                    "distribution, and the nucleus (top-p) must be chosen on that new shape."),
+            Pitfall("G4", "the crossing token dropped", _top_p_without_crossing,
+                    "keep the token that crosses top_p: the nucleus is the smallest set of most "
+                    "likely tokens whose probabilities reach top_p, so remove a token only when "
+                    "the tokens ranked above it already reach top_p."),
         ),
     ),
 }

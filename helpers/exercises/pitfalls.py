@@ -7,7 +7,8 @@ output, and ``tests/exercises/test_pitfalls.py`` checks that every id a notebook
 uses is here.
 
 Ids: A attention, P positional encoding, H heads, N LayerNorm, M masks, L layers (residual paths
-and LayerNorms), T training, D decoding, S scaling up (data parallelism).
+and LayerNorms), T training, D decoding,
+G GPT and the modern block, S scaling up (data parallelism).
 """
 
 # id: (the bug, in a few words; the notebooks that show it failing and fixed)
@@ -58,16 +59,20 @@ PITFALLS = {
     "D9": ("no look-ahead mask among several new tokens fed to the KV cache at once", ("10",)),
     "D10": ("beam search keeping the best candidates beam by beam instead of overall", ("10",)),
     "D11": ("finished hypotheses ranked without the length penalty", ("10",)),
-    "S1": ("each rank's loss averaged over its own tokens: a mean of means", ("12",)),
+    "G1": ("RMSNorm subtracting the mean", ("12",)),
+    "G2": ("rotary positions rotating the wrong pairs of features", ("12",)),
+    "G3": ("the top-p filter applied before the temperature", ("12",)),
+    "G4": ("top-p dropping the token that crosses the threshold", ("12",)),
+    "S1": ("each rank's loss averaged over its own tokens: a mean of means", ("13",)),
     "S2": ("the loss not multiplied by the world size, though DDP averages the gradients",
-           ("12",)),
-    "S3": ("no DistributedSampler: every rank trains on the same pairs", ("12",)),
-    "S4": ("a step's start advanced by one rank's share instead of the global batch", ("12",)),
+           ("13",)),
+    "S3": ("no DistributedSampler: every rank trains on the same pairs", ("13",)),
+    "S4": ("a step's start advanced by one rank's share instead of the global batch", ("13",)),
 }
 
 FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",
             "M": "masks", "L": "layers (residual paths and LayerNorms)", "T": "training",
-            "D": "decoding", "S": "scaling up (data parallelism)"}
+            "D": "decoding", "G": "GPT and the modern block", "S": "scaling up (data parallelism)"}
 
 
 def readme_table() -> str:

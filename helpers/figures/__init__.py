@@ -10,7 +10,7 @@ The package:
   cell, orange for what a figure points at), one array converter, one heatmap, one boolean grid,
   one loss-curve helper;
 - ``maps``: attention maps and masks, drawn in many notebooks;
-- ``nb00_overview`` ... ``nb12_scaling``: the figures of one notebook each.
+- ``nb00_overview`` ... ``nb13_scaling``: the figures of one notebook each.
 
 A module is imported only when one of its figures is first asked for (``FIGURES`` says which
 module holds which figure), so a notebook loads only its own figures. No model code lives here:
@@ -43,7 +43,9 @@ FIGURES = {
     "lr_schedule_figure": "nb09_training", "training_loss_figure": "nb09_training",
     "beam_tree_figure": "nb10_decoding",
     "attention_explorer_figure": "nb11_inspecting", "alignment_accuracy_figure": "nb11_inspecting",
-    "sharding_figure": "nb12_scaling", "distributed_loss_figure": "nb12_scaling",
+    "decoder_only_figure": "nb12_gpt", "next_token_figure": "nb12_gpt",
+    "ablation_figure": "nb12_gpt",
+    "sharding_figure": "nb13_scaling", "distributed_loss_figure": "nb13_scaling",
 }
 
 __all__ = sorted(FIGURES)

@@ -1,17 +1,22 @@
 """helpers/gpt.py: the decoder-only model, its data, sampling filters and the modern block's
 parts, checked against PyTorch's own modules and by their defining properties."""
 
+import json
+
 import pytest
 import torch
 from torch import nn
 
+from helpers.course import ASSETS
 from helpers.data import EOS_ID, make_corpus
 from helpers.gpt import (
     GPT,
     SEP,
+    VARIANTS,
     GPTConfig,
     RMSNorm,
     SwiGLU,
+    ablation,
     apply_rope,
     continuation_batch,
     filter_logits,
@@ -19,6 +24,7 @@ from helpers.gpt import (
     joint_vocab,
     prompt_ids,
     rope_angles,
+    split_by_length,
 )
 from helpers.training import CORPUS_ARGS
 
@@ -137,3 +143,37 @@ def test_bad_configurations_and_inputs_say_what_is_wrong(corpus):
     with pytest.raises(ValueError, match="position 40 is beyond max_len=40"):
         model(torch.zeros(1, 41, dtype=torch.long))
     assert EOS_ID == 2
+
+
+def test_a_small_ablation_runs_every_variant_and_seed(corpus):
+    variants = {name: VARIANTS[name] for name in ("post-norm (2017)", "pre-norm + RoPE")}
+    rows = ablation(corpus, variants, seeds=(0, 1), steps=3, batch_size=8, **SMALL)
+    assert [(r["variant"], r["seed"]) for r in rows] == [(v, s) for v in variants for s in (0, 1)]
+    for r in rows:
+        assert 0 <= r["exact_match"] <= 100 and r["final_loss"] > 0 and r["seconds"] > 0
+    assert rows[0]["final_loss"] != rows[1]["final_loss"]  # the seeds differ
+
+
+def test_the_shipped_ablation_is_what_the_runner_writes():
+    """assets/gpt_ablation.json: every variant, 3 seeds, the runner's keys (the notebook reruns
+    it with RUN_ABLATION = True); the modern block learns at least as well as the 2017 one."""
+    shipped = json.loads((ASSETS / "gpt_ablation.json").read_text())
+    rows = shipped["ablation"]
+    assert [(r["variant"], r["seed"]) for r in rows] == [(v, s) for v in VARIANTS
+                                                         for s in (0, 1, 2)]
+    assert set(rows[0]) == {"variant", "seed", "final_loss", "exact_match", "seconds",
+                            "parameters"}
+    long = shipped["length_generalisation"]
+    assert long["max_words"] == 6 and len(long["rows"]) == 9
+
+    def mean(name, key="exact_match"):
+        return sum(r[key] for r in rows if r["variant"] == name) / 3
+
+    assert mean("modern: RMSNorm + SwiGLU + RoPE") >= mean("post-norm (2017)")
+
+
+def test_split_by_length_keeps_short_training_and_long_test_sentences(corpus):
+    split = split_by_length(corpus, 5)
+    assert split.train and all(len(en.split()) <= 5 for en, _ in split.train)
+    assert split.test and all(len(en.split()) > 5 for en, _ in split.test)
+    assert split.src_vocab is corpus.src_vocab

@@ -155,7 +155,7 @@ def test_notebook_05_does_not_load_notebook_09s_exercises(loaded_after_each_note
 
 
 def test_no_notebook_loads_a_later_notebooks_exercises(loaded_after_each_notebook):
-    assert [number for number, _ in loaded_after_each_notebook] == list(range(1, 13))
+    assert [number for number, _ in loaded_after_each_notebook] == list(range(1, 14))
     for number, modules in loaded_after_each_notebook:
         modules = {m for m in modules if m.startswith("helpers.exercises.nb")}
         assert {notebook_of(m) for m in modules} == set(range(1, number + 1)), number
@@ -254,6 +254,10 @@ ID_HINTS = [
     ("D2", "beam_search", "do not throw finished hypotheses away"),
     ("D10", "beam_search", "choose the best k among all beams' candidates at once"),
     ("D11", "beam_search", "compare finished hypotheses with the same length penalty"),
+    ("G1", "rms_norm", "does NOT subtract the mean"),
+    ("G2", "apply_rope", "pairs ADJACENT features"),
+    ("G3", "filter_logits", "divide by the temperature FIRST"),
+    ("G4", "filter_logits", "keep the token that crosses top_p"),
     ("S1", "rank_loss", "a mean of means"),
     ("S2", "rank_loss", "W times too small"),
     ("S3", "rank_batch", "train on the same pairs"),
@@ -276,7 +280,7 @@ def test_every_pitfall_id_is_listed_with_its_hint():
                 assert any(piece in pitfall.hint for piece in pieces), (name, pitfall.name)
     ids = {pid for pid, _ in listed}
     every = {f"{letter}{n}" for letter, top in [("A", 6), ("P", 5), ("N", 5), ("H", 3), ("M", 5),
-                                                ("L", 4), ("T", 6), ("D", 11), ("S", 4)]
+                                                ("L", 4), ("T", 6), ("D", 11), ("G", 4), ("S", 4)]
              for n in range(1, top + 1)}
     # D3 (stopping when the best hypothesis ends) is shown in notebook 10 only: on the
     # checkers' small models it never changes a result.

@@ -1,46 +1,58 @@
-"""The drawings of notebook 12 (which rank trains on which pairs, loss curves of several runs)."""
+"""The drawings of notebook 12 (the two architectures, the sampling filters, the ablation)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
-from helpers.distributed import micro_batches
-from helpers.figures import distributed_loss_figure, sharding_figure
+from helpers.figures import ablation_figure, decoder_only_figure, next_token_figure
 
 
-def test_sharding_figure_puts_each_ranks_items_in_its_colour_and_order():
-    ranks = [micro_batches(list(range(40)), r, 2, 4, seed=1) for r in range(2)]
-    shares = torch.tensor([[next(r) for _ in range(3)] for r in ranks])  # (2 ranks, 3 steps, 4)
-    fig = sharding_figure(shares)
+def test_decoder_only_figure_has_both_models_and_no_cross_attention_on_the_right():
+    fig = decoder_only_figure()
     try:
-        ax = fig.axes[0]
-        colours = np.asarray(ax.images[0].get_array())  # (3, 8): the rank of each cell
-        np.testing.assert_array_equal(colours, np.tile([0, 1], (3, 4)))
-        texts = np.array([int(t.get_text()) for t in ax.texts]).reshape(3, 8)
-        np.testing.assert_array_equal(texts[:, 0::2], shares[0].numpy())
-        np.testing.assert_array_equal(texts[:, 1::2], shares[1].numpy())
-        assert len(set(texts.ravel())) == 24  # three steps, no item twice
-        assert [t.get_text() for t in ax.get_legend().get_texts()] == ["rank 0", "rank 1"]
-        assert "B = 8" in ax.get_title()
+        texts = [(t.get_text(), t.get_position()[0]) for t in fig.axes[0].texts]
+        right = [text for text, x in texts if x > 7.75]
+        left = [text for text, x in texts if x < 7.75]
+        assert "cross-attention" in left and "cross-attention" not in right
+        assert "masked self-attention" in right and "<bos> English <sep> French so far" in right
     finally:
         plt.close(fig)
 
 
-def test_sharding_figure_rejects_a_flat_list_and_too_many_ranks():
-    with pytest.raises(ValueError, match="ranks, steps, items per rank"):
-        sharding_figure([1, 2, 3])
-    with pytest.raises(ValueError, match="at most 4 ranks, got 5"):
-        sharding_figure(np.zeros((5, 1, 2)))
-
-
-def test_distributed_loss_figure_draws_every_run():
-    curves = {"1 process": [3.0, 2.0, 1.0], "2 processes": [3.0, 2.0, 1.0001]}
-    fig = distributed_loss_figure(curves, title="same curve")
+def test_next_token_figure_shows_the_models_top_tokens_and_what_the_filter_keeps():
+    probs = torch.tensor([0.05, 0.6, 0.3, 0.05])
+    kept = torch.tensor([0.0, 0.6 / 0.9, 0.3 / 0.9, 0.0])
+    fig = next_token_figure(probs, kept, ["a", "b", "c", "d"], title="t", top=3)
     try:
         ax = fig.axes[0]
-        assert [line.get_linestyle() for line in ax.lines] == ["-", "--"]
-        np.testing.assert_allclose(ax.lines[1].get_ydata(), curves["2 processes"])
-        assert ax.get_yscale() == "linear" and ax.get_title() == "same curve"
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["b", "c", "a"]
+        heights = [bar.get_height() for bar in ax.patches]
+        np.testing.assert_allclose(heights[:3], [0.6, 0.3, 0.05], rtol=1e-6)  # the model
+        np.testing.assert_allclose(heights[3:], [0.6 / 0.9, 0.3 / 0.9, 0.0], rtol=1e-6)
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError):
+        next_token_figure(torch.ones(2, 3), kept, ["a"])
+
+
+def test_ablation_figure_has_one_bar_per_variant_at_the_seeds_mean():
+    rows = [{"variant": v, "seed": s, "exact_match": 70.0 + 10 * i + s, "final_loss": 1.0 + i}
+            for i, v in enumerate(["old", "new"]) for s in range(3)]
+    fig = ablation_figure(rows)
+    try:
+        left = fig.axes[0]
+        assert [t.get_text() for t in left.get_yticklabels()] == ["old", "new"]
+        np.testing.assert_allclose([b.get_width() for b in left.patches], [71.0, 81.0])
+    finally:
+        plt.close(fig)
+
+
+def test_next_token_figure_writes_the_samples_under_the_bars():
+    probs = torch.tensor([0.5, 0.5])
+    fig = next_token_figure(probs, probs, ["x", "y"], samples=["le chat", "la chatte"])
+    try:
+        assert [t.get_text() for t in fig.axes[1].texts] == ["sample 1: le chat",
+                                                             "sample 2: la chatte"]
     finally:
         plt.close(fig)

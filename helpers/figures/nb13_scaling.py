@@ -1,4 +1,4 @@
-"""Scaling up: which rank trains on which pairs, and the loss of W processes (notebook 12)."""
+"""Scaling up: which rank trains on which pairs, and the loss of W processes (notebook 13)."""
 
 import matplotlib.pyplot as plt
 import numpy as np

@@ -1,0 +1,110 @@
+"""Decoder-only: the two architectures side by side, the next-token distribution after the
+sampling filters, and the modern block's ablation (notebook 12)."""
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import FancyBboxPatch
+
+from .style import BLOCK_COLOURS, BLOCKED, EDGE, FAINT, FRAME, INK, MAY_ATTEND, MUTED, as_array
+
+
+def _box(ax, x, y, text, colour, width=2.6, height=0.55):
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, facecolor=colour,
+                                edgecolor=EDGE, boxstyle="round,pad=0.04,rounding_size=0.12"))
+    ax.text(x, y, text, ha="center", va="center", fontsize=9, color=INK)
+
+
+def _stack(ax, x, y0, boxes, repeat, label, side=-1):
+    """Boxes from bottom to top; the ones named in ``repeat`` framed, "N x" on the left
+    (``side=-1``) or the right (``side=1``) of the frame."""
+    ys = [y0 + 0.8 * i for i in range(len(boxes))]
+    inside = [y for (text, _), y in zip(boxes, ys, strict=True) if text in repeat]
+    if inside:
+        ax.add_patch(FancyBboxPatch((x - 1.55, min(inside) - 0.45), 3.1,
+                                    max(inside) - min(inside) + 0.9, facecolor=FRAME,
+                                    edgecolor=FAINT, boxstyle="round,pad=0.02,rounding_size=0.15"))
+        ax.text(x + side * 1.65, (min(inside) + max(inside)) / 2, "N ×", va="center",
+                ha="right" if side < 0 else "left", fontsize=9, color=MUTED)
+    for (text, kind), y in zip(boxes, ys, strict=True):
+        _box(ax, x, y, text, BLOCK_COLOURS[kind])
+    for a, b in zip(ys, ys[1:], strict=False):
+        ax.annotate("", (x, b - 0.3), (x, a + 0.3), arrowprops={"arrowstyle": "->", "color": INK})
+    ax.text(x, y0 - 0.65, label, ha="center", va="top", fontsize=9, color=INK)
+    return ys
+
+
+def decoder_only_figure():
+    """Left: the encoder-decoder of notebooks 05-08. Right: the decoder-only model of notebook
+    12, the same blocks without the encoder and without cross-attention."""
+    fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
+    encoder = [("embedding + positions", "embedding"), ("self-attention", "attention"),
+               ("feed-forward", "feed-forward")]
+    decoder = [("embedding + positions", "embedding"), ("masked self-attention", "attention"),
+               ("cross-attention", "attention"), ("feed-forward", "feed-forward"),
+               ("linear + softmax", "output layer")]
+    enc_y = _stack(ax, 1.6, 0.6, encoder, {"self-attention", "feed-forward"},
+                   "English")
+    dec_y = _stack(ax, 5.6, 0.6, decoder, {"masked self-attention", "cross-attention",
+                                          "feed-forward"}, "<bos> + French so far", side=1)
+    ax.annotate("", (5.6 - 1.3, dec_y[2]), (1.6 + 1.3, enc_y[-1]),
+                arrowprops={"arrowstyle": "->", "color": MAY_ATTEND, "lw": 1.5,
+                            "connectionstyle": "arc3,rad=-0.2"})
+    ax.text(3.6, enc_y[-1] + 0.62, "memory", ha="center", fontsize=8, color=MAY_ATTEND)
+    gpt = [("embedding (+ positions)", "embedding"), ("masked self-attention", "attention"),
+           ("feed-forward", "feed-forward"), ("linear + softmax", "output layer")]
+    _stack(ax, 9.8, 0.6, gpt, {"masked self-attention", "feed-forward"},
+           "<bos> English <sep> French so far")
+    ax.text(3.6, 4.55, "encoder-decoder (notebooks 05-08)", ha="center", fontsize=11, color=INK)
+    ax.text(9.8, 4.55, "decoder-only, a GPT (this notebook)", ha="center", fontsize=11, color=INK)
+    ax.axvline(7.75, color=BLOCKED, lw=1)
+    ax.set(xlim=(-0.3, 11.6), ylim=(-0.5, 4.8))
+    ax.axis("off")
+    return fig
+
+
+def next_token_figure(probs, kept, labels, title=None, top=12, samples=()):
+    """The ``top`` most likely next tokens: ``probs`` ``(V,)`` before the filters (grey) and
+    ``kept`` ``(V,)`` the distribution the sample is drawn from after them (blue); below, the
+    texts in ``samples`` (e.g. whole continuations sampled with the same settings)."""
+    probs, kept = as_array(probs, "probs", ndim=1), as_array(kept, "kept", ndim=1)
+    order = np.argsort(-probs, kind="stable")[:top]  # the model's most likely tokens
+    fig = plt.figure(figsize=(8, 3.2 + 0.25 * len(samples)), layout="constrained")
+    ax, text = fig.subplots(2, 1, height_ratios=[3.2, 0.01 + 0.25 * len(samples)])
+    x = np.arange(len(order))
+    ax.bar(x - 0.2, probs[order], 0.4, color=BLOCKED, edgecolor=FAINT, label="model")
+    ax.bar(x + 0.2, kept[order], 0.4, color=MAY_ATTEND, label="after the filters (sampled from)")
+    ax.set_xticks(x, [labels[i] for i in order], rotation=35, ha="right", fontsize=9)
+    ax.set(ylabel="probability", ylim=(0, 1.02))
+    ax.legend(fontsize=9, loc="upper right")
+    if title:
+        ax.set_title(title, fontsize=10)
+    text.axis("off")
+    for i, sample in enumerate(samples):
+        text.text(0.0, 1 - (i + 0.5) / len(samples), f"sample {i + 1}: {sample}", fontsize=9,
+                  va="center", color=INK, transform=text.transAxes)
+    return fig
+
+
+def ablation_figure(rows, title=None):
+    """One row per variant: the exact match of each seed (dots) and their mean (bar), and the
+    final training loss of each seed (dots) and their mean (a tick). ``rows``: dicts with
+    variant, seed, exact_match and final_loss."""
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * len(variants) + 1.4), sharey=True,
+                             layout="constrained")
+    for ax, key, label in [(axes[0], "exact_match", "exact match on the test split (%)"),
+                           (axes[1], "final_loss", "training loss, last 20 steps")]:
+        for i, name in enumerate(variants):
+            values = [r[key] for r in rows if r["variant"] == name]
+            if key == "exact_match":  # a bar from 0 to the mean
+                ax.barh(i, np.mean(values), color=BLOCK_COLOURS["feed-forward"], edgecolor=FAINT)
+            else:  # losses differ by little: the mean as a tick on an axis that fits them
+                ax.plot([np.mean(values)], [i], "|", color=MAY_ATTEND, ms=18, mew=2.5)
+            ax.plot(values, [i] * len(values), "o", color=INK, ms=4)
+        ax.set_xlabel(label)
+        ax.grid(True, axis="x", alpha=0.3)
+    axes[0].set_yticks(range(len(variants)), variants, fontsize=9)
+    axes[0].invert_yaxis()
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return fig
