@@ -277,7 +277,9 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k=None, to
         ordered, index = logits.sort(dim=-1, descending=True)  # (B, V) most likely first
         probs = ordered.softmax(dim=-1)
         before = probs.cumsum(dim=-1) - probs  # mass of the tokens ranked above each one
-        ordered = ordered.masked_fill(before >= top_p, float("-inf"))  # the rest is not needed
+        drop = before >= top_p  # the tokens above already reach top_p: this one is not needed
+        drop[..., 0] = False  # never empty: the most likely token stays (top_p = 0: greedy)
+        ordered = ordered.masked_fill(drop, float("-inf"))
         logits = torch.empty_like(logits).scatter_(-1, index, ordered)  # back in vocab order
     return logits
 

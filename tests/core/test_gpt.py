@@ -120,6 +120,8 @@ def test_sampling_filters():
     assert torch.isfinite(filter_logits(logits, top_p=0.7)[0]).sum() == 2
     assert torch.isfinite(filter_logits(logits, top_p=float(p[:2].sum()) + 1e-3)[0]).sum() == 3
     torch.testing.assert_close(filter_logits(logits, temperature=2.0), logits / 2)
+    assert torch.isfinite(filter_logits(logits, top_p=0.0)[0]).tolist() == [True, False, False,
+                                                                            False]  # greedy
     with pytest.raises(ValueError, match="temperature must be > 0"):
         filter_logits(logits, temperature=0)
 
