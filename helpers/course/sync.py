@@ -29,9 +29,10 @@ REASON = re.compile(r"\*Why the next cell is long \((\d+) lines\):\*")
 # notebook -> its marked cells in order: (module, names of the definitions the cell holds)
 MANIFEST = {
     "01_attention": [("attention", ["scaled_dot_product_attention"])],
-    "02_positional_encoding": [("positional", ["sinusoidal_encoding", "PositionalEncoding"])],
-    "03_multi_head_attention": [
-        ("attention", ["split_heads", "merge_heads", "MultiHeadAttention"])],
+    "02_positional_encoding": [("positional", ["sinusoidal_encoding"]),
+                               ("positional", ["PositionalEncoding"])],
+    "03_multi_head_attention": [("attention", ["split_heads", "merge_heads"]),
+                                ("attention", ["MultiHeadAttention"])],
     "04_add_norm_and_feed_forward": [("layers", ["layer_norm"]), ("layers", ["LayerNorm"]),
                                      ("layers", ["FeedForward"])],
     "05_encoder": [("layers", ["EncoderLayer"]), ("layers", ["layer_stack", "Encoder"])],
@@ -42,8 +43,9 @@ MANIFEST = {
                     ("training", ["transformer_lr", "warmup_schedule"])],
     "10_decoding": [("decoding", ["greedy_decode"]),
                     ("decoding", ["beam_search", "_cannot_improve"]),
-                    ("decoding", ["KVCache", "_keys_values", "_attend", "cached_decoder_layer",
-                                  "decode_step"])],
+                    ("decoding", ["KVCache"]),
+                    ("decoding", ["_keys_values", "_attend", "cached_decoder_layer"]),
+                    ("decoding", ["decode_step"])],
     "12_decoder_only": [("gpt", ["gpt_block"]), ("gpt", ["filter_logits"]),
                         ("gpt", ["rms_norm", "RMSNorm"]), ("gpt", ["SwiGLU"]),
                         ("gpt", ["rope_angles", "apply_rope"])],
