@@ -15,7 +15,15 @@ from dataclasses import dataclass
 
 import torch
 
-from .lexicon import ADJECTIVES, NOUNS, fits, noun_adjective_pairs, random_sentence, render
+from .lexicon import (
+    ADJECTIVES,
+    NOUNS,
+    fits,
+    gender_comes_later,
+    noun_adjective_pairs,
+    random_sentence,
+    render,
+)
 from .masks import causal_mask, padding_mask
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
@@ -48,10 +56,10 @@ class Corpus:
                 f"src_vocab={len(self.src_vocab)}, tgt_vocab={len(self.tgt_vocab)})")
 
 
-def _sample_split(rng, size, keep, seen) -> list:
+def _sample_split(rng, size, keep, seen, negation=0.0) -> list:
     pairs = []
     while len(pairs) < size:
-        sentence = random_sentence(rng)
+        sentence = random_sentence(rng, negation)
         if keep(sentence):
             pair = render(sentence)
             if pair not in seen:
@@ -61,7 +69,7 @@ def _sample_split(rng, size, keep, seen) -> list:
 
 
 def make_corpus(seed: int = 0, num_train: int = 20000, num_valid: int = 500,
-                num_test: int = 1000) -> Corpus:
+                num_test: int = 1000, negation: float = 0.0) -> Corpus:
     """The course's corpus, the same for the same arguments (no sentence is in two splits)."""
     rng = random.Random(seed)
     held_out = choose_held_out_pairs(rng)
@@ -71,12 +79,20 @@ def make_corpus(seed: int = 0, num_train: int = 20000, num_valid: int = 500,
         return any(pair in held_out_set for pair in noun_adjective_pairs(sentence))
 
     seen = set()
-    train = _sample_split(rng, num_train, lambda s: not is_held_out(s), seen)
-    valid = _sample_split(rng, num_valid, lambda s: not is_held_out(s), seen)
-    test = _sample_split(rng, num_test, is_held_out, seen)
+    train = _sample_split(rng, num_train, lambda s: not is_held_out(s), seen, negation)
+    valid = _sample_split(rng, num_valid, lambda s: not is_held_out(s), seen, negation)
+    test = _sample_split(rng, num_test, is_held_out, seen, negation)
     src_vocab = Vocab.build(en for en, _ in train)
     tgt_vocab = Vocab.build(fr for _, fr in train)
     return Corpus(train, valid, test, held_out, src_vocab, tgt_vocab)
+
+
+def lookahead_split(corpus: Corpus, size: int = 600, seed: int = 0) -> list:
+    """``size`` negated sentence pairs, none of them in ``corpus.train``, whose French object
+    the decoder must start before it knows the noun's gender (:func:`~helpers.lexicon.
+    gender_comes_later`): "pas de grand panier". Notebook 10's harder test, for a model trained
+    on ``make_corpus(negation=...)``."""
+    return _sample_split(random.Random(seed), size, gender_comes_later, set(corpus.train), 1.0)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ rouges"), while every word and every word form does appear in training.
 """
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # The longest English sentence the grammar writes: a subject with a determiner, two adjectives
 # and a noun (4 words), a two-word verb ("listen to"), an object like the subject (4 words).
@@ -196,6 +196,7 @@ class Sentence:
     subject: object    # a pronoun (a key of PRONOUNS) or a NounPhrase
     verb: str          # an English verb of VERBS, or "have", or "be"
     complement: object  # the object NounPhrase, or an adjective (a string) after "be"
+    negated: bool = False  # "the dog does not eat the apple" -> "le chien ne mange pas la pomme"
 
 
 def conjugate(infinitive: str, person: int) -> str:
@@ -223,13 +224,15 @@ def _check_adjectives(phrase: NounPhrase):
     return adjectives
 
 
-def _english_phrase(phrase: NounPhrase) -> list:
+def _english_phrase(phrase: NounPhrase, negated: bool = False) -> list:
     noun = _lookup(_NOUNS, phrase.noun, "noun")
     singular, plural = _lookup(DETERMINERS, phrase.determiner, "determiner")[:2]
     adjectives = sorted(_check_adjectives(phrase), key=lambda a: (a.rank, not a.before_noun))
     words = [a.english for a in adjectives]
     words.append(noun.english_plural if phrase.plural else noun.english)
     determiner = plural if phrase.plural else singular
+    if negated and determiner == "some":
+        determiner = "any"  # we do not have any cars
     if determiner == "a" and words[0][0] in "aeiou":
         determiner = "an"  # an apple, an old dog
     return [determiner, *words]
@@ -239,15 +242,15 @@ def _agree(adjective: Adjective, gender: str, plural: bool) -> str:
     return adjective.forms[(gender == "f") + 2 * plural]
 
 
-def _french_phrase(phrase: NounPhrase) -> list:
+def _french_phrase(phrase: NounPhrase, negated: bool = False) -> list:
     noun = _lookup(_NOUNS, phrase.noun, "noun")
     adjectives = _check_adjectives(phrase)
     before = [_agree(a, noun.gender, phrase.plural) for a in adjectives if a.before_noun]
     after = [_agree(a, noun.gender, phrase.plural) for a in adjectives if not a.before_noun]
     forms = _lookup(DETERMINERS, phrase.determiner, "determiner")[2:]
     determiner = forms[2] if phrase.plural else forms[noun.gender == "f"]
-    if determiner == "des" and before:
-        determiner = "de"  # de grands chiens
+    if determiner == "des" and before or negated and determiner in ("un", "une", "des"):
+        determiner = "de"  # de grands chiens; after a negation: je n'ai pas de voiture
     return [determiner, *before, noun.french_plural if phrase.plural else noun.french, *after]
 
 
@@ -267,7 +270,7 @@ def _subject(sentence: Sentence):
 def _verb_words(sentence: Sentence, person: int, gender: str, plural: bool):
     """(English verb words, French verb form, French complement words, English complement
     words)."""
-    third_singular = person == 2
+    third_singular, negated = person == 2, sentence.negated
     if sentence.verb == "be":
         if person not in (2, 5) or not isinstance(sentence.complement, str):
             raise ValueError(
@@ -276,7 +279,7 @@ def _verb_words(sentence: Sentence, person: int, gender: str, plural: bool):
                 f"{sentence.subject!r} and complement {sentence.complement!r}"
             )
         adjective = _lookup(_ADJECTIVES, sentence.complement, "adjective")
-        english = ["is" if third_singular else "are"]
+        english = ["is" if third_singular else "are"] + ["not"] * negated
         return english, ETRE[person], [_agree(adjective, gender, plural)], [adjective.english]
     if not isinstance(sentence.complement, NounPhrase):
         raise ValueError(
@@ -289,8 +292,12 @@ def _verb_words(sentence: Sentence, person: int, gender: str, plural: bool):
         verb = _lookup(_VERBS, sentence.verb, "verb")
         english = (verb.english_3s if third_singular else verb.english).split()
         french = conjugate(verb.french, person)
+    if negated:  # do-support: "she does not have", "they do not listen to"
+        english = ["does" if third_singular else "do", "not", sentence.verb.split()[0],
+                   *english[1:]]
     complement = sentence.complement
-    return english, french, _french_phrase(complement), _english_phrase(complement)
+    return (english, french, _french_phrase(complement, negated),
+            _english_phrase(complement, negated))
 
 
 def render(sentence: Sentence) -> tuple:
@@ -300,12 +307,26 @@ def render(sentence: Sentence) -> tuple:
     ('I like the big red car', "j'aime la grande voiture rouge")
     """
     subject_en, subject_fr, person, gender, plural = _subject(sentence)
-    verb_en, verb_fr, complement_fr, complement_en = _verb_words(sentence, person, gender, plural)
-    if subject_fr == ["je"] and verb_fr[0] in _VOWELS:
-        subject_fr, verb_fr = [], "j'" + verb_fr  # j'aime, j'ai: one word
+    verb_en, verb, complement_fr, complement_en = _verb_words(sentence, person, gender, plural)
+    vowel = verb[0] in _VOWELS
+    if sentence.negated:  # ne ... pas around the verb; n'aime, n'ai: one word
+        verb_fr = ["n'" + verb if vowel else "ne", *([] if vowel else [verb]), "pas"]
+    elif subject_fr == ["je"] and vowel:
+        subject_fr, verb_fr = [], ["j'" + verb]  # j'aime, j'ai: one word
+    else:
+        verb_fr = [verb]
     english = [*subject_en, *verb_en, *complement_en]
-    french = [*subject_fr, verb_fr, *complement_fr]
+    french = [*subject_fr, *verb_fr, *complement_fr]
     return " ".join(english), " ".join(french)
+
+
+def gender_comes_later(sentence: Sentence) -> bool:
+    """Whether the French object is "de" + adjective + noun because of a negation ("he does not
+    touch a big basket" -> "il ne touche pas de grand panier"): "de" does not show the noun's
+    gender, so a decoder must choose "grand" or "grande" before it writes the noun."""
+    phrase = sentence.complement
+    return sentence.negated and isinstance(phrase, NounPhrase) and phrase.determiner == "a" \
+        and any(_lookup(_ADJECTIVES, a, "adjective").before_noun for a in phrase.adjectives)
 
 
 def noun_adjective_pairs(sentence: Sentence) -> list:
@@ -348,8 +369,16 @@ def _random_phrase(rng: random.Random, nouns: list) -> NounPhrase:
     return NounPhrase(noun, rng.choice(list(DETERMINERS)), rng.random() < 0.4, adjectives)
 
 
-def random_sentence(rng: random.Random) -> Sentence:
-    """One random sentence spec: 70% subject-verb-object, 15% "have", 15% "be"."""
+def random_sentence(rng: random.Random, negation: float = 0.0) -> Sentence:
+    """One random sentence spec: 70% subject-verb-object, 15% "have", 15% "be"; a share
+    ``negation`` of them negated (with 0, the random numbers drawn are those of no negation)."""
+    sentence = _random_affirmative(rng)
+    if negation and rng.random() < negation:
+        sentence = replace(sentence, negated=True)
+    return sentence
+
+
+def _random_affirmative(rng: random.Random) -> Sentence:
     animate = [n.english for n in NOUNS if n.animate]
     roll = rng.random()
     if roll < 0.15:  # "be" needs a third-person subject

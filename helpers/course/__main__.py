@@ -6,7 +6,8 @@ from .tools import execute_in_place, retrain_asset, write_assets
 
 USAGE = ("usage: python -m helpers.course --write-assets\n"
          "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]\n"
-         "       python -m helpers.course --retrain-asset [PATH]   (two torch threads)")
+         "       python -m helpers.course --retrain-asset [translator|negation] [PATH]"
+         "   (two torch threads)")
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-assets"]:
@@ -17,7 +18,7 @@ if __name__ == "__main__":
             print(f"wrote {written}")
     elif sys.argv[1:2] == ["--execute"] and sys.argv[2:]:
         execute_in_place(sys.argv[2:])
-    elif sys.argv[1:2] == ["--retrain-asset"] and len(sys.argv) <= 3:
+    elif sys.argv[1:2] == ["--retrain-asset"] and len(sys.argv) <= 4:
         import torch
 
         torch.set_num_threads(2)

@@ -41,9 +41,11 @@ def execute_in_place(paths) -> None:
         print(f"executed and saved {path}")
 
 
-def retrain_asset(path=None, progress: bool = True) -> dict:
-    """Retrain the shipped translator (``assets/translator.pt``) from scratch, save it to
-    ``path`` and return its metadata: ``train_translator``'s defaults, ``ASSET_STEPS`` steps."""
+def retrain_asset(which: str = "translator", path=None, progress: bool = True) -> dict:
+    """Retrain a shipped translator from scratch, save it to ``path`` and return its metadata:
+    ``train_translator``'s defaults, and for ``which="translator"`` (``assets/translator.pt``)
+    ``ASSET_STEPS`` steps on the course's corpus, for ``which="negation"``
+    (``assets/translator_negation.pt``) ``NEGATION_STEPS`` on the corpus with negations."""
     import inspect
     import time
 
@@ -53,6 +55,9 @@ def retrain_asset(path=None, progress: bool = True) -> dict:
         ASSET_PATH,
         ASSET_STEPS,
         CORPUS_ARGS,
+        NEGATION_ASSET_PATH,
+        NEGATION_CORPUS_ARGS,
+        NEGATION_STEPS,
         evaluate,
         save_checkpoint,
         train_translator,
@@ -61,15 +66,20 @@ def retrain_asset(path=None, progress: bool = True) -> dict:
     parameters = inspect.signature(train_translator).parameters.values()
     defaults = {p.name: p.default for p in parameters
                 if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
-    training = {**defaults, "steps": ASSET_STEPS}
-    corpus, config = make_corpus(**CORPUS_ARGS), TransformerConfig.small()
+    shipped = {"translator": (CORPUS_ARGS, ASSET_STEPS, ASSET_PATH),
+               "negation": (NEGATION_CORPUS_ARGS, NEGATION_STEPS, NEGATION_ASSET_PATH)}
+    if which not in shipped:
+        raise ValueError(f"expected one of {sorted(shipped)}, got {which!r}")
+    corpus_args, steps, default_path = shipped[which]
+    training = {**defaults, "steps": steps}
+    corpus, config = make_corpus(**corpus_args), TransformerConfig.small()
     start = time.perf_counter()
     model, history = train_translator(corpus, config, progress=progress, **training)
     seconds = time.perf_counter() - start
     scores = evaluate(model, corpus.test, corpus.src_vocab, corpus.tgt_vocab)
-    metadata = {"corpus": dict(CORPUS_ARGS), "training": training,
+    metadata = {"corpus": dict(corpus_args), "training": training,
                 "train_seconds": round(seconds, 1), "final_loss": history[-1],
                 "test_exact_match": scores["exact_match"], "test_bleu": scores["bleu"]}
-    save_checkpoint(path or ASSET_PATH, model, config, corpus.src_vocab, corpus.tgt_vocab,
+    save_checkpoint(path or default_path, model, config, corpus.src_vocab, corpus.tgt_vocab,
                     metadata)
     return metadata

@@ -41,6 +41,7 @@ FIGURES = {
     "sentence_length_figure": "nb09_training", "batch_tokens_figure": "nb09_training",
     "label_smoothing_figure": "nb09_training", "per_position_loss_figure": "nb09_training",
     "lr_schedule_figure": "nb09_training", "training_loss_figure": "nb09_training",
+    "LiveLoss": "nb09_training",
     "beam_tree_figure": "nb10_decoding",
     "attention_explorer_figure": "nb11_inspecting", "alignment_accuracy_figure": "nb11_inspecting",
     "decoder_only_figure": "nb12_gpt", "next_token_figure": "nb12_gpt",

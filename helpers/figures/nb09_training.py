@@ -140,11 +140,11 @@ def lr_schedule_figure(curves, warmup, title=None):
     return fig
 
 
-def training_loss_figure(losses, window=25, levels=None, title=None):
+def training_loss_figure(losses, window=25, levels=None, title=None, last_step=None):
     """Loss per step (thin) with its moving average over ``window`` steps (thick), log scale.
 
     ``levels``: label -> value drawn as dashed horizontal lines (e.g. ln V at the start, the
-    smallest loss label smoothing allows).
+    smallest loss label smoothing allows). ``last_step`` fixes the x axis (for a live plot).
     """
     losses = np.asarray(losses, dtype=float)
     if losses.ndim != 1 or losses.size == 0:
@@ -165,8 +165,43 @@ def training_loss_figure(losses, window=25, levels=None, title=None):
     ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
     ax.yaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set(xlabel="training step", ylabel="training loss (log scale)")
+    if last_step is not None:
+        ax.set_xlim(0, last_step)
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=9)
     if title:
         ax.set_title(title, fontsize=11)
     return fig
+
+
+class LiveLoss:
+    """An ``on_step`` callback for :func:`helpers.training.train`: every ``every`` steps (and
+    at ``last_step``) it redraws :func:`training_loss_figure` in place, in the cell's output.
+
+    It works wherever IPython displays images (JupyterLab, Colab, VS Code) and needs no widget:
+    the figure is shown once with a display id and replaced by each redraw, so a saved notebook
+    keeps the final curve. ``keyword`` arguments go to :func:`training_loss_figure`.
+    """
+
+    def __init__(self, last_step, every=25, **keyword):
+        if last_step < 1 or every < 1:
+            raise ValueError(f"expected last_step >= 1 and every >= 1, got {last_step}, {every}")
+        self.last_step, self.every, self.keyword = last_step, every, keyword
+        self.losses, self.handle = [], None
+
+    def __call__(self, step, loss):
+        self.losses.append(loss)
+        if step % self.every == 0 or step == self.last_step:
+            self.draw(step)
+
+    def draw(self, step):
+        from IPython.display import display  # here: helpers.figures imports without IPython
+
+        title = f"{self.keyword.get('title') or 'Training loss'}: step {step} of {self.last_step}"
+        fig = training_loss_figure(self.losses, **{**self.keyword, "title": title},
+                                   last_step=self.last_step)
+        plt.close(fig)  # shown by the display below only, not again when the cell ends
+        if self.handle is None:
+            self.handle = display(fig, display_id=True)
+        else:
+            self.handle.update(fig)

@@ -1,6 +1,7 @@
 """The offline corpus (grammar, splits), the vocabularies and the padded batches."""
 
 import itertools
+import random
 
 import pytest
 import torch
@@ -14,10 +15,21 @@ from helpers.data import (
     Vocab,
     batches,
     encode_pairs,
+    lookahead_split,
     make_batch,
     make_corpus,
 )
-from helpers.lexicon import ADJECTIVES, NOUNS, NounPhrase, Sentence, conjugate, fits, render
+from helpers.lexicon import (
+    ADJECTIVES,
+    NOUNS,
+    NounPhrase,
+    Sentence,
+    conjugate,
+    fits,
+    gender_comes_later,
+    random_sentence,
+    render,
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,6 +70,70 @@ KNOWN = [
 @pytest.mark.parametrize("sentence, english, french", KNOWN)
 def test_known_sentences(sentence, english, french):
     assert render(sentence) == (english, french)
+
+
+NEGATED = [  # ne ... pas around the verb, n' before a vowel, "a"/"some" -> "de"
+    (Sentence("I", "like", NounPhrase("car", "a", True, ("big", "red")), True),
+     "I do not like any big red cars", "je n'aime pas de grandes voitures rouges"),
+    (Sentence("he", "have", NounPhrase("car", "a"), True),
+     "he does not have a car", "il n'a pas de voiture"),
+    (Sentence("I", "watch", NounPhrase("dog", "a", False, ("old",)), True),
+     "I do not watch an old dog", "je ne regarde pas de vieux chien"),
+    (Sentence("she", "carry", NounPhrase("door", "a", False, ("old", "dirty")), True),
+     "she does not carry a dirty old door", "elle ne porte pas de vieille porte sale"),
+    (Sentence("you all", "listen to", NounPhrase("song", "my"), True),
+     "you all do not listen to my song", "vous n'écoutez pas ma chanson"),
+    (Sentence("we", "eat", NounPhrase("cake", "the", True), True),
+     "we do not eat the cakes", "nous ne mangeons pas les gâteaux"),
+    (Sentence(NounPhrase("dog", "the", True), "be", "happy", True),
+     "the dogs are not happy", "les chiens ne sont pas heureux"),
+    (Sentence("she", "be", "sad", True), "she is not sad", "elle n'est pas triste"),
+]
+
+
+@pytest.mark.parametrize("sentence, english, french", NEGATED)
+def test_negated_sentences(sentence, english, french):
+    assert render(sentence) == (english, french)
+
+
+def test_gender_comes_later_only_after_a_negation_with_de_and_an_adjective_before_the_noun():
+    later = [s for s, _, _ in NEGATED if gender_comes_later(s)]
+    assert [render(s)[1] for s in later] == ["je n'aime pas de grandes voitures rouges",
+                                             "je ne regarde pas de vieux chien",
+                                             "elle ne porte pas de vieille porte sale"]
+    affirmative = Sentence("I", "watch", NounPhrase("dog", "a", False, ("old",)))
+    assert not gender_comes_later(affirmative)  # "un vieux chien": the article shows the gender
+
+
+def test_negation_off_draws_the_same_random_numbers_as_before():
+    """negation=0 must leave the course's corpus (and the shipped model's data) unchanged."""
+    a, b = random.Random(5), random.Random(5)
+    plain = [random_sentence(a) for _ in range(300)]
+    assert [random_sentence(b, 0.0) for _ in range(300)] == plain
+    assert not any(s.negated for s in plain)
+    some = [random_sentence(random.Random(i), 0.5).negated for i in range(300)]
+    assert 100 < sum(some) < 200
+
+
+def test_a_corpus_with_negations(corpus):
+    negated = make_corpus(num_train=3000, num_valid=50, num_test=100, negation=0.1)
+    share = sum(" not " in en for en, _ in negated.train) / len(negated.train)
+    assert 0.07 < share < 0.13
+    for en, fr in negated.train:
+        assert (" not " in en) == (" pas " in fr), (en, fr)
+    assert not any(" not " in en for en, _ in corpus.train + corpus.valid + corpus.test)
+    assert {"not", "does", "any"} <= set(negated.src_vocab.ids)
+    assert {"pas", "ne", "n'aime"} <= set(negated.tgt_vocab.ids)
+
+
+def test_lookahead_split():
+    small = make_corpus(num_train=2000, num_valid=20, num_test=20, negation=0.1)
+    split = lookahead_split(small, size=50, seed=2)
+    assert len(set(split)) == 50 and not set(split) & set(small.train)
+    before_noun = {form for a in ADJECTIVES if a.before_noun for form in a.forms}
+    for en, fr in split:
+        assert " not " in en and fr.partition(" pas de ")[2].split(" ")[0] in before_noun, fr
+    assert lookahead_split(small, size=50, seed=2) == split
 
 
 def test_conjugation_of_regular_er_verbs():

@@ -8,10 +8,24 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.data import PAD_ID, batches, encode_pairs, make_corpus
+from helpers.data import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    batches,
+    encode_pairs,
+    lookahead_split,
+    make_corpus,
+    pad,
+)
+from helpers.decoding import beam_search, greedy_decode
+from helpers.masks import padding_mask
 from helpers.model import TransformerConfig, build_model
 from helpers.training import (
     ASSET_PATH,
+    NEGATION_ASSET_PATH,
+    NEGATION_CORPUS_ARGS,
+    NEGATION_STEPS,
     bleu,
     count_parameters,
     exact_match,
@@ -284,6 +298,44 @@ def test_translation_does_not_depend_on_the_batch(shipped, shipped_corpus):
     assert together[:8] == alone
     with pytest.raises(ValueError, match="list of sentences"):
         translate(shipped.model, "I like the car", shipped.src_vocab, shipped.tgt_vocab)
+
+
+def test_negation_model_is_where_beam_search_beats_greedy():
+    """Notebook 10's second model: trained on the corpus with 3% negations, it is unsure of the
+    rare "pas de" + adjective + noun, and a width-4 beam repairs more sentences than it breaks."""
+    checkpoint = load_translator(NEGATION_ASSET_PATH)
+    assert checkpoint.metadata["corpus"] == NEGATION_CORPUS_ARGS
+    assert checkpoint.metadata["training"]["steps"] == NEGATION_STEPS
+    corpus = make_corpus(**NEGATION_CORPUS_ARGS)
+    assert checkpoint.tgt_vocab.tokens == corpus.tgt_vocab.tokens
+    model, vocab = checkpoint.model, corpus.tgt_vocab
+    pairs = lookahead_split(corpus, size=600)
+    src = pad([corpus.src_vocab.encode(en) for en, _ in pairs])
+    greedy = greedy_decode(model, src, src.shape[1] + 10, BOS_ID, EOS_ID, padding_mask(src, PAD_ID))
+    wins = losses = 0
+    for (en, fr), row in zip(pairs, greedy, strict=True):
+        one = torch.tensor([corpus.src_vocab.encode(en)])
+        beam = vocab.decode(beam_search(model, one, 4, one.shape[1] + 10, BOS_ID, EOS_ID)[0][0])
+        wins += beam == fr != vocab.decode(row)
+        losses += vocab.decode(row) == fr != beam
+    right = sum(vocab.decode(row) == fr for (_, fr), row in zip(pairs, greedy, strict=True))
+    assert 0.4 < right / len(pairs) < 0.95  # imperfect on the rare construction
+    assert wins >= 3 and wins > losses
+
+
+@pytest.mark.filterwarnings("ignore:translate:UserWarning")  # 3 steps: it cannot translate yet
+def test_retrain_asset_trains_the_named_model(tmp_path, monkeypatch):
+    """A small version of ``--retrain-asset negation``: 3 steps on the negation corpus."""
+    import helpers.training
+    from helpers.course.tools import retrain_asset
+
+    monkeypatch.setattr(helpers.training, "NEGATION_STEPS", 3)
+    metadata = retrain_asset("negation", tmp_path / "neg.pt", progress=False)
+    assert metadata["corpus"] == NEGATION_CORPUS_ARGS and metadata["training"]["steps"] == 3
+    saved = load_checkpoint(tmp_path / "neg.pt")
+    assert "n'aime" in saved.tgt_vocab.ids and saved.metadata == metadata
+    with pytest.raises(ValueError, match="expected one of"):
+        retrain_asset("gpt", tmp_path / "x.pt")
 
 
 def test_retrain_command_is_documented():

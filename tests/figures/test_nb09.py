@@ -8,6 +8,7 @@ import pytest
 from matplotlib.patches import Rectangle
 
 from helpers.figures import (
+    LiveLoss,
     batch_tokens_figure,
     label_smoothing_figure,
     lr_schedule_figure,
@@ -95,3 +96,33 @@ def test_training_loss_moving_average_and_levels():
     assert ax.get_yscale() == "log"
     with pytest.raises(ValueError, match="non-empty"):
         training_loss_figure([])
+
+
+def test_live_loss_shows_one_figure_and_redraws_it_in_place(monkeypatch):
+    import IPython.display
+
+    shown = []
+
+    class Handle:  # what display(..., display_id=True) returns in a kernel
+        def update(self, fig):
+            shown.append(("update", fig))
+
+    def fake_display(fig, display_id=False):
+        assert display_id is True  # an id, or the redraws would pile up as new outputs
+        shown.append(("display", fig))
+        return Handle()
+
+    monkeypatch.setattr(IPython.display, "display", fake_display)
+    live = LiveLoss(5, every=2, window=2, title="Loss", levels={"floor": 0.5})
+    losses = [6.0, 4.0, 3.0, 2.0, 1.5]
+    for step, loss in enumerate(losses, start=1):
+        live(step, loss)
+    assert [kind for kind, _ in shown] == ["display", "update", "update"]  # steps 2, 4 and 5
+    ax = shown[-1][1].axes[0]
+    np.testing.assert_allclose(ax.get_lines()[0].get_ydata(), losses)  # every step so far
+    assert ax.get_xlim() == (0, 5)  # the axis of the whole run, from the first drawing on
+    assert shown[0][1].axes[0].get_xlim() == (0, 5)
+    assert ax.get_title() == "Loss: step 5 of 5"
+    assert plt.get_fignums() == []  # closed: the cell does not show the figure a second time
+    with pytest.raises(ValueError, match="last_step >= 1"):
+        LiveLoss(0)

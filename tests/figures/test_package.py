@@ -20,10 +20,12 @@ MODULES = sorted(p.stem for p in FOLDER.glob("*.py") if p.stem not in ("__init__
 
 def _public(module: str) -> set:
     tree = ast.parse((FOLDER / f"{module}.py").read_text())
-    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
     names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
               if isinstance(t, ast.Name)}
-    return {n for n in names if not n.startswith("_") and (n.islower() or n == "SATURATION_D_K")}
+    return {n for n in names if not n.startswith("_") and (n.islower() or n == "SATURATION_D_K"
+                                                          or n in classes)}
 
 
 def test_the_index_names_every_figure_of_every_module_and_nothing_else():
