@@ -48,7 +48,7 @@ MODULES = {
     "transformer_lr": "nb09", "label_smoothed_nll": "nb09", "train_step": "nb09",
     "beam_step": "nb10", "length_penalized_score": "nb10", "greedy_decode": "nb10",
     "kv_cache_decode": "nb10", "beam_search": "nb10",
-    "attention_entropy": "nb11", "source_alignment": "nb11",
+    "attention_entropy": "nb11", "source_alignment": "nb11", "zero_head": "nb11",
     "rms_norm": "nb12", "apply_rope": "nb12", "filter_logits": "nb12",
     "rank_loss": "nb13", "rank_batch": "nb13",
 }

@@ -1,5 +1,5 @@
 """Notebook 11's exercises: reading attention maps (``attention_entropy`` and
-``source_alignment``).
+``source_alignment``) and removing a head (``zero_head``).
 """
 
 import torch
@@ -47,6 +47,31 @@ def _alignment_cases(gen: torch.Generator) -> list:
             Case("4 x 4, a reordering", (torch.eye(4)[[0, 2, 1, 3]] * 0.7 + 0.075,))]
 
 
+def zero_head(merged: torch.Tensor, head: int, num_heads: int) -> torch.Tensor:
+    """``merged (B, L, d_model)``, the heads side by side as ``merge_heads`` leaves them (the
+    input of ``w_o``) -> a copy with the ``d_k`` features of head ``head`` set to 0."""
+    d_k = merged.shape[-1] // num_heads  # head i owns features i * d_k ... (i + 1) * d_k - 1
+    out = merged.clone()
+    out[..., head * d_k:(head + 1) * d_k] = 0
+    return out
+
+
+def _zero_head_cases(gen: torch.Generator) -> list:
+    def merged(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    return [Case("d_model=24, 4 heads (d_k=6), head 1", (merged(2, 5, 24), 1, 4)),
+            Case("d_model=64, 4 heads (d_k=16), the last head", (merged(3, 7, 64), 3, 4)),
+            Case("d_model=12, 3 heads (d_k=4), head 0", (merged(2, 6, 12), 0, 3)),
+            Case("one sentence of one word, 8 heads of 2", (merged(1, 1, 16), 5, 8))]
+
+
+def _zeroed(merged, columns):
+    out = merged.clone()
+    out[..., columns] = 0
+    return out
+
+
 EXERCISES: dict[str, Exercise] = {
     "attention_entropy": Exercise(
         reference=attention_entropy,
@@ -81,6 +106,29 @@ EXERCISES: dict[str, Exercise] = {
                     "source words: take the argmax along the last axis (dim=-1)."),
             Pitfall(None, "the weight instead of its position", lambda w: w.max(dim=-1).values,
                     "return WHERE the largest weight is (an index: argmax), not how large it is."),
+        ),
+    ),
+    "zero_head": Exercise(
+        reference=zero_head,
+        make_cases=_zero_head_cases,
+        sources=(zero_head,),
+        outputs=("merged",),
+        pitfalls=(
+            Pitfall(None, "every num_heads-th feature",
+                    lambda x, head, h: _zeroed(x, slice(head, None, h)),
+                    "merge_heads (notebook 03) puts the heads side by side, not interleaved: "
+                    "head i owns the d_k features i * d_k to (i + 1) * d_k - 1."),
+            Pitfall(None, "a slice num_heads wide",
+                    lambda x, head, h: _zeroed(x, slice(head * h, (head + 1) * h)),
+                    "each head has d_k = d_model / num_heads features, not num_heads of them."),
+            Pitfall(None, "the other heads zeroed",
+                    lambda x, head, h: x - zero_head(x, head, h),
+                    "ablation removes ONE head and keeps the others: set the chosen head's "
+                    "features to 0, leave the rest as they are."),
+            Pitfall(None, "a position zeroed",
+                    lambda x, head, h: _zeroed(x.transpose(1, 2), head).transpose(1, 2),
+                    "the heads were merged into the LAST axis (the features); axis 1 holds the "
+                    "positions of the sentence."),
         ),
     ),
 }

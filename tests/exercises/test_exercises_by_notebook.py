@@ -161,6 +161,8 @@ def real_model_count(*sizes, tie_weights=False):
     ("transformer_lr", lambda s, d, w: min(1 / math.sqrt(s), s / w ** 1.5) / math.sqrt(d)),
     ("label_smoothed_nll", my_label_smoothed_nll),
     ("length_penalized_score", lambda lp, alpha: float(lp.sum()) / len(lp) ** alpha),
+    ("zero_head", lambda x, head, h: (x.unflatten(-1, (h, -1))  # (B, L, h, d_k), a mask
+                                      * (torch.arange(h) != head)[:, None]).flatten(-2)),
 ])
 def test_other_correct_spellings_pass(run_check, name, fn):
     ok, out = run_check(name, fn)
