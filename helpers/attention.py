@@ -12,7 +12,13 @@ import math
 import torch
 from torch import nn
 
-from .checks import check_attention_inputs, check_mask, check_tensor, head_size
+from .checks import (
+    check_attention_inputs,
+    check_mask,
+    check_projection_inputs,
+    check_tensor,
+    head_size,
+)
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
@@ -59,39 +65,22 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 
 class MultiHeadAttention(nn.Module):
-    """Multi-head attention, section 3.2.2 of the paper. Taught in notebook 03.
-
-    ``MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W_O`` with
-    ``head_i = Attention(Q W_Q_i, K W_K_i, V W_V_i)``. The h projections of size d_k are stored
-    side by side in one ``nn.Linear(d_model, d_model)`` each for Q, K and V.
-
-    After every call, ``attention_weights`` holds the per-head weights ``(B, h, Lq, Lk)``.
-    """
+    """Multi-head attention (section 3.2.2): ``Concat(head_1, ..., head_h) W_O``, ``head_i =
+    Attention(Q W_Q_i, K W_K_i, V W_V_i)``; the h projections of size d_k sit side by side in one
+    ``nn.Linear(d_model, d_model)`` each. ``attention_weights``: the last ``(B, h, Lq, Lk)``."""
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        self.d_model = d_model
-        self.num_heads = num_heads
+        self.d_model, self.num_heads = d_model, num_heads
         self.d_k = head_size(d_model, num_heads, "MultiHeadAttention")  # d_model / num_heads
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
-        self.attention_weights = None
-
-    def _check(self, name, x, batch=None):
-        check_tensor(x, f"MultiHeadAttention: {name}", "(B, L, d_model)", self.w_q.weight.dtype,
-                     B=batch, d_model=self.d_model)
+        self.w_q, self.w_k, self.w_v, self.w_o = (  # one (d_model, d_model) projection each
+            nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
+        self.dropout, self.attention_weights = nn.Dropout(dropout), None  # weights: after a call
 
     def forward(self, query, key, value, mask=None):
-        """``query (B, Lq, d_model)``, ``key``/``value (B, Lk, d_model)`` -> ``(B, Lq, d_model)``.
-
-        ``mask`` is bool, broadcastable to ``(B, h, Lq, Lk)``, True = may attend.
-        """
-        self._check("query", query)
-        self._check("key", key, batch=query.shape[0])
-        self._check("value", value, batch=query.shape[0])
+        """``query (B, Lq, d_model)``, ``key``/``value (B, Lk, d_model)`` -> ``(B, Lq, d_model)``;
+        ``mask`` bool, broadcastable to ``(B, h, Lq, Lk)``, True = may attend."""
+        check_projection_inputs(query, key, value, self.d_model, self.w_q.weight.dtype)
         q = split_heads(self.w_q(query), self.num_heads)  # (B, h, Lq, d_k)
         k = split_heads(self.w_k(key), self.num_heads)  # (B, h, Lk, d_k)
         v = split_heads(self.w_v(value), self.num_heads)  # (B, h, Lk, d_k)

@@ -81,6 +81,40 @@ def check_tensor(x, where: str, layout: str, dtype=None, **sizes) -> None:
         raise TypeError(f"{where} must have dtype {wanted}, got {x.dtype}{hint}")
 
 
+def check_projection_inputs(query, key, value, d_model: int, dtype) -> None:
+    """``MultiHeadAttention``'s inputs: ``(B, L, d_model)`` tensors of ``dtype``, one batch size."""
+    for name, x in (("query", query), ("key", key), ("value", value)):
+        check_tensor(x, f"MultiHeadAttention: {name}", "(B, L, d_model)", dtype,
+                     B=None if name == "query" else query.shape[0], d_model=d_model)
+
+
+def check_token_ids(tokens, vocab_size: int, name: str) -> None:
+    """``tokens (B, L)``: integer ids in ``0 .. vocab_size - 1`` (``Transformer.embed``)."""
+    check_tensor(tokens, f"Transformer: {name} (token ids)", "(B, L)", TOKEN_DTYPES)
+    if tokens.min() < 0 or tokens.max() >= vocab_size:
+        raise ValueError(
+            f"{name} holds token ids from {int(tokens.min())} to {int(tokens.max())}, but "
+            f"the vocabulary has ids 0..{vocab_size - 1}"
+        )
+
+
+def check_memory(memory, batch: int) -> None:
+    """``Transformer.decode``'s memory: ``(B, S, d_model)`` with the target's batch size."""
+    if memory.dim() != 3 or memory.shape[0] != batch:
+        raise ValueError(
+            f"memory must be (B, S, d_model) with the batch size of tgt ({batch}), "
+            f"got {tuple(memory.shape)}"
+        )
+
+
+def check_same_batch(src, tgt) -> None:
+    """``Transformer.forward``: ``src (B, S)`` and ``tgt (B, T)`` with one batch size."""
+    if src.dim() == 2 and tgt.dim() == 2 and src.shape[0] != tgt.shape[0]:
+        raise ValueError(
+            f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}"
+        )
+
+
 def _autocast(x: torch.Tensor) -> bool:
     try:
         return torch.is_autocast_enabled(x.device.type)

@@ -36,6 +36,15 @@ def check_limits(model, src, max_len, beam_size=None) -> None:
         )
 
 
+def check_beam_source(model, src, src_mask, max_len, beam_size) -> None:
+    """:func:`beam_search`'s input checks: one sentence ``(1, S)``, and the limits."""
+    check_source(src, src_mask)
+    if src.shape[0] != 1:
+        raise ValueError(
+            f"beam_search decodes one sentence: src must be (1, S), got {tuple(src.shape)}")
+    check_limits(model, src, max_len, beam_size)
+
+
 @contextlib.contextmanager
 def eval_mode(model):
     """Eval mode and no gradients while decoding; the model's mode is restored afterwards."""
@@ -84,12 +93,9 @@ def _attend(attn, x, k, v, mask):
 
 
 def cached_decoder_layer(layer, x, memory, memory_mask, cache: KVCache, i: int):
-    """Decoder layer ``i`` (notebook 07) on the new positions ``x (B, T, d_model)`` only.
-
-    The same three sub-layers as ``DecoderLayer.forward`` (in eval mode: no dropout), but
-    self-attention reads the stored keys and values of the earlier positions, and the memory's
-    keys and values are projected once.
-    """
+    """Decoder layer ``i`` (notebook 07) on the new positions ``x (B, T, d_model)`` only, as in
+    eval mode (no dropout): self-attention also reads the stored keys and values of the earlier
+    positions, and the memory's keys and values are projected once."""
     def self_attention(y):
         k, v = _keys_values(layer.self_attn, y)  # (B, h, T, d_k): the new positions
         if cache.self_kv[i] is not None:  # the earlier positions come first
@@ -105,13 +111,10 @@ def cached_decoder_layer(layer, x, memory, memory_mask, cache: KVCache, i: int):
             cache.cross_kv[i] = _keys_values(layer.cross_attn, memory)
         return _attend(layer.cross_attn, y, *cache.cross_kv[i], memory_mask)
 
-    if layer.norm_first:
-        x = x + self_attention(layer.norm1(x))
-        x = x + cross_attention(layer.norm2(x))
-        return x + layer.feed_forward(layer.norm3(x))
-    x = layer.norm1(x + self_attention(x))
-    x = layer.norm2(x + cross_attention(x))
-    return layer.norm3(x + layer.feed_forward(x))
+    sublayers = (self_attention, cross_attention, layer.feed_forward)
+    for sublayer, norm in zip(sublayers, (layer.norm1, layer.norm2, layer.norm3), strict=True):
+        x = (x + sublayer(norm(x))) if layer.norm_first else norm(x + sublayer(x))  # as notebook 07
+    return x
 
 
 def decode_step(model: Transformer, tokens, memory, cache: KVCache, src_mask=None):
@@ -129,19 +132,15 @@ def decode_step(model: Transformer, tokens, memory, cache: KVCache, src_mask=Non
 
 def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: int,
                   src_mask=None, use_cache: bool = True) -> torch.Tensor:
-    """Pick the most likely next token, ``max_len`` times at most. Returns ``(B, <= max_len + 1)``.
-
-    Rows start with ``bos_id``; once a row has produced ``eos_id`` it is padded with ``eos_id``.
-    Decoding stops early when every row has finished. With ``use_cache`` each step feeds only
-    the newest token and reuses the keys and values of the earlier ones (the KV cache).
-    """
+    """The most likely next token, ``max_len`` times at most -> ``(B, <= max_len + 1)`` ids:
+    ``bos_id`` first, ``eos_id`` after a row's end, early stop when all rows ended. ``use_cache``:
+    feed only the newest token, reuse the others' keys and values (the KV cache)."""
     check_source(src, src_mask)
     check_limits(model, src, max_len)  # before decoding, not after minutes of it
     with eval_mode(model):
         memory = model.encode(src, src_mask)  # (B, S, d_model)
-        B = src.shape[0]
-        ys = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
-        finished = torch.zeros(B, dtype=torch.bool, device=src.device)
+        ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+        finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
         cache = KVCache(len(model.decoder.layers)) if use_cache else None
         for _ in range(max_len):
             if use_cache:  # only the newest token; the earlier ones are in the cache
@@ -159,59 +158,50 @@ def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: in
 
 def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: int,
                 eos_id: int, src_mask=None, length_penalty: float = 0.0) -> list:
-    """Beam search for **one** source sentence. Returns up to ``beam_size`` ``(tokens, score)``.
-
-    ``tokens`` is a list of generated ids (no BOS), ending with EOS when the hypothesis
-    finished; ``score = sum(log p(token)) / len(tokens) ** length_penalty`` (EOS included).
-    Every step keeps the ``beam_size`` best unfinished hypotheses; those that emit EOS among
-    the step's ``beam_size`` best candidates (or reach ``max_len`` tokens) are set aside.
-    All beams are scored as one batch, with a KV cache reordered as beams are chosen.
-    """
-    if src.dim() == 1:
-        src = src[None]  # (S,) -> (1, S)
-    check_source(src, src_mask)
-    if src.shape[0] != 1:
-        raise ValueError(
-            f"beam_search decodes one sentence: src must be (1, S), got {tuple(src.shape)}")
-    check_limits(model, src, max_len, beam_size)
-
-    def score(log_prob_sum, length):
-        return log_prob_sum / length ** length_penalty
-
-    finished = []  # (tokens, score)
+    """Beam search for one sentence ``(1, S)`` -> up to ``beam_size`` ``(tokens, score)``, best
+    first; tokens without BOS, ``score = sum(log p) / len(tokens) ** length_penalty``."""
+    src = src[None] if src.dim() == 1 else src  # (S,) -> (1, S)
+    check_beam_source(model, src, src_mask, max_len, beam_size)
+    finished = []  # (tokens, score), set aside by _beam_candidates
     with eval_mode(model):
         memory = model.encode(src, src_mask)  # (1, S, d_model)
         tokens = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (n, t)
         sums = torch.zeros(1, device=src.device)  # (n,) summed log-probabilities
         cache = KVCache(len(model.decoder.layers))
         for step in range(1, max_len + 1):
-            n = tokens.shape[0]
-            logits = decode_step(model, tokens[:, -1:], memory.expand(n, -1, -1), cache, src_mask)
-            log_probs = logits[:, -1].log_softmax(dim=-1)  # (n, V)
-            V = log_probs.shape[-1]
-            candidates = (sums[:, None] + log_probs).flatten()  # (n * V,)
-            # at most n candidates end with EOS, so n + beam_size always leave enough others
-            top_sums, top_index = candidates.topk(min(beam_size + n, n * V))
-            keep_rows, keep_tokens, keep_sums = [], [], []
-            for rank, (s, i) in enumerate(zip(top_sums.tolist(), top_index.tolist(), strict=True)):
-                row, token = divmod(i, V)
-                hypothesis = tokens[row, 1:].tolist() + [token]
-                if token == eos_id or step == max_len:
-                    if rank < beam_size:
-                        finished.append((hypothesis, score(s, step)))
-                elif len(keep_rows) < beam_size:
-                    keep_rows.append(row)
-                    keep_tokens.append(token)
-                    keep_sums.append(s)
-            if not keep_rows or _cannot_improve(finished, keep_sums, beam_size, length_penalty):
+            logits = decode_step(model, tokens[:, -1:], memory.expand(len(tokens), -1, -1), cache,
+                                 src_mask)  # (n, 1, V)
+            rows, chosen, kept_sums = _beam_candidates(sums, logits[:, -1].log_softmax(-1), tokens,
+                step, max_len, beam_size, eos_id, length_penalty, finished)  # steps 1 and 2
+            if not rows or _cannot_improve(finished, kept_sums, beam_size, length_penalty):
                 break
-            index = torch.tensor(keep_rows, device=src.device)
-            chosen = torch.tensor(keep_tokens, device=src.device)[:, None]  # (n, 1)
-            tokens = torch.cat([tokens[index], chosen], dim=1)  # (n, t + 1)
-            sums = torch.tensor(keep_sums, device=src.device)
+            index = torch.tensor(rows, device=src.device)
+            tokens = torch.cat([tokens[index], torch.tensor(chosen, device=src.device)[:, None]], 1)
+            sums = torch.tensor(kept_sums, device=src.device)  # (n,) for the n kept hypotheses
             cache.reorder(index)
-    finished.sort(key=lambda pair: pair[1], reverse=True)
-    return finished[:beam_size]
+    return sorted(finished, key=lambda pair: pair[1], reverse=True)[:beam_size]
+
+
+def _beam_candidates(sums, log_probs, tokens, step, max_len, beam_size, eos_id, length_penalty,
+                     finished) -> tuple:
+    """One step of :func:`beam_search`: the best ``beam_size + n`` of the ``n * V`` candidates,
+    best first; those ending with EOS (or at ``max_len``) go to ``finished`` if among the
+    ``beam_size`` best, the others fill the new beam. Returns its rows, tokens and sums."""
+    n, V = log_probs.shape
+    candidates = (sums[:, None] + log_probs).flatten()  # (n * V,)
+    # at most n candidates end with EOS, so n + beam_size always leave enough others
+    top_sums, top_index = candidates.topk(min(beam_size + n, n * V))
+    rows, chosen, kept_sums = [], [], []
+    for rank, (s, i) in enumerate(zip(top_sums.tolist(), top_index.tolist(), strict=True)):
+        row, token = divmod(i, V)
+        if token == eos_id or step == max_len:
+            if rank < beam_size:
+                finished.append((tokens[row, 1:].tolist() + [token], s / step ** length_penalty))
+        elif len(rows) < beam_size:
+            rows.append(row)
+            chosen.append(token)
+            kept_sums.append(s)
+    return rows, chosen, kept_sums
 
 
 def _cannot_improve(finished, unfinished_sums, beam_size, length_penalty) -> bool:

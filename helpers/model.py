@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .checks import TOKEN_DTYPES, check_sizes, check_tensor
+from .checks import check_memory, check_same_batch, check_sizes, check_token_ids
 from .layers import Decoder, Encoder
 from .masks import causal_mask
 from .positional import PositionalEncoding
@@ -35,12 +35,18 @@ class TransformerConfig:
 PAPER = TransformerConfig()  # the defaults of Transformer's arguments
 
 
-class Transformer(nn.Module):
-    """Embeddings + positions -> encoder -> decoder -> projection to the target vocabulary.
+def init_weights(model: nn.Module) -> None:
+    """Embeddings ``N(0, 1/d_model)``, every other matrix Xavier-uniform (notebook 08, part 3)."""
+    for embedding in (model.src_embed, model.tgt_embed):
+        nn.init.normal_(embedding.weight, mean=0.0, std=model.d_model ** -0.5)
+    for name, p in model.named_parameters():
+        if p.dim() > 1 and "embed" not in name:
+            nn.init.xavier_uniform_(p)
 
-    Why the embeddings are multiplied by sqrt(d_model), and why ``tie_weights`` shares one
-    matrix between the target embedding and the output projection: notebook 08, section 3.
-    """
+
+class TransformerParts(nn.Module):
+    """The modules of a :class:`Transformer`, named as in notebook 08's ``ModuleDict``; with
+    ``tie_weights`` one matrix is the target embedding and the output projection (section 3)."""
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model=PAPER.d_model,
                  num_heads=PAPER.num_heads, num_layers=PAPER.num_layers, d_ff=PAPER.d_ff,
@@ -51,61 +57,41 @@ class Transformer(nn.Module):
                     d_model=d_model, num_heads=num_heads, num_layers=num_layers, d_ff=d_ff,
                     max_len=max_len)  # whole numbers >= 1, or a clear error
         self.d_model = d_model
-        self.src_vocab_size = src_vocab_size
-        self.tgt_vocab_size = tgt_vocab_size
+        self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.src_embed = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
         self.positional = PositionalEncoding(d_model, max_len, dropout)  # shared, no parameters
         self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
         self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
         self.generator = nn.Linear(d_model, tgt_vocab_size)  # the output projection
-        self._init_weights()
+        init_weights(self)
         if tie_weights:  # one matrix, two uses (section 3.4)
             self.generator.weight = self.tgt_embed.weight
 
-    def _init_weights(self):
-        for embedding in (self.src_embed, self.tgt_embed):
-            nn.init.normal_(embedding.weight, mean=0.0, std=self.d_model ** -0.5)
-        for name, p in self.named_parameters():
-            if p.dim() > 1 and "embed" not in name:
-                nn.init.xavier_uniform_(p)
+
+class Transformer(TransformerParts):
+    """Embeddings + positions -> encoder -> decoder -> projection to the target vocabulary."""
 
     def embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str) -> torch.Tensor:
         """Token ids ``(B, L)`` -> ``embedding(tokens) * sqrt(d_model)`` plus positions."""
-        check_tensor(tokens, f"Transformer: {name} (token ids)", "(B, L)", TOKEN_DTYPES)
-        if tokens.min() < 0 or tokens.max() >= embedding.num_embeddings:
-            raise ValueError(
-                f"{name} holds token ids from {int(tokens.min())} to {int(tokens.max())}, but "
-                f"the vocabulary has ids 0..{embedding.num_embeddings - 1}"
-            )
-        x = embedding(tokens) * math.sqrt(self.d_model)  # (B, L, d_model): tokens scaled, not PE
-        return self.positional(x)
+        check_token_ids(tokens, embedding.num_embeddings, name)
+        return self.positional(embedding(tokens) * math.sqrt(self.d_model))  # tokens scaled, not PE
 
     def encode(self, src: torch.Tensor, src_mask=None) -> torch.Tensor:
         """``src (B, S)`` token ids -> memory ``(B, S, d_model)``."""
         return self.encoder(self.embed(self.src_embed, src, "src"), src_mask)
 
     def decode(self, tgt, memory, src_mask=None, tgt_mask=None) -> torch.Tensor:
-        """``tgt (B, T)`` token ids and ``memory (B, S, d_model)`` -> logits ``(B, T, V)``.
-
-        ``tgt_mask=None`` means the causal mask alone; a given ``tgt_mask`` is used as it is.
-        """
+        """``tgt (B, T)`` ids, ``memory (B, S, d_model)`` -> logits ``(B, T, V)``; None: causal."""
         x = self.embed(self.tgt_embed, tgt, "tgt")
-        if memory.dim() != 3 or memory.shape[0] != tgt.shape[0]:
-            raise ValueError(
-                f"memory must be (B, S, d_model) with the batch size of tgt ({tgt.shape[0]}), "
-                f"got {tuple(memory.shape)}"
-            )
+        check_memory(memory, tgt.shape[0])
         if tgt_mask is None:  # (1, 1, T, T): 4 axes, so it cannot pass for a (B, T) padding mask
             tgt_mask = causal_mask(tgt.shape[1], device=tgt.device)[None, None]
         return self.generator(self.decoder(x, memory, tgt_mask, src_mask))  # (B, T, V)
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> torch.Tensor:
         """Teacher forcing: ``src (B, S)``, ``tgt (B, T)`` shifted right -> ``(B, T, V)``."""
-        if src.dim() == 2 and tgt.dim() == 2 and src.shape[0] != tgt.shape[0]:
-            raise ValueError(
-                f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}"
-            )
+        check_same_batch(src, tgt)
         return self.decode(tgt, self.encode(src, src_mask), src_mask, tgt_mask)
 
 

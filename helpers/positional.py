@@ -26,10 +26,8 @@ def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> to
 
 
 class PositionalEncoding(nn.Module):
-    """Adds the sinusoidal table to ``(B, L, d_model)`` embeddings, then applies dropout.
-
-    The table is a buffer: it moves with ``.to(device)`` and is saved, but is never trained.
-    """
+    """Adds the sinusoidal table (a buffer: moved by ``.to``, never trained) to ``(B, L,
+    d_model)`` embeddings, then applies dropout."""
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0,
                  base: float = 10000.0):
@@ -42,15 +40,12 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """``x (B, L, d_model)``; ``start`` is the position of ``x[:, 0]`` (KV-cache decoding)."""
         if x.dim() != 3 or x.shape[-1] != self.d_model:
-            raise ValueError(
-                f"PositionalEncoding expects (B, L, d_model={self.d_model}), got {tuple(x.shape)}"
-            )
+            raise ValueError(f"PositionalEncoding expects (B, L, d_model={self.d_model}), "
+                             f"got {tuple(x.shape)}")
         L = x.shape[1]
         if not isinstance(start, int) or start < 0:  # -5 would silently read the table's end
             raise ValueError(f"start is the position of x[:, 0], an int >= 0; got {start!r}")
         if start + L > self.max_len:
-            raise ValueError(
-                f"sequence length {start + L} is longer than max_len={self.max_len} of the "
-                "positional encoding; build it with a larger max_len"
-            )
+            raise ValueError(f"sequence length {start + L} is longer than max_len={self.max_len} "
+                             "of the positional encoding; build it with a larger max_len")
         return self.dropout(x + self.pe[start:start + L])  # slice positions, not features

@@ -49,17 +49,10 @@ def count_parameters(model: torch.nn.Module) -> int:
 
 def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float = 0.1,
                        ignore_index: int = -100) -> torch.Tensor:
-    """Cross-entropy against smoothed targets, averaged over the labels that are not ignored.
-
-    The target puts ``1 - epsilon`` on the right token and spreads ``epsilon`` evenly over all
-    ``V`` tokens (section 5.4), exactly as
-    ``F.cross_entropy(logits, labels, label_smoothing=epsilon, ignore_index=ignore_index)``::
-
-        loss = (1 - epsilon) * (-log p[label]) + epsilon * mean over v of (-log p[v])
-
-    Positions whose label is ``ignore_index`` (padding) add nothing, not even smoothing mass.
-    Working with ``log_softmax`` (never ``log`` of a probability) keeps every term finite.
-    """
+    """Cross-entropy against smoothed targets (section 5.4), equal to ``F.cross_entropy(logits,
+    labels, label_smoothing=epsilon, ignore_index=ignore_index)``: ``(1 - epsilon) * (-log
+    p[label]) + epsilon * mean over v of (-log p[v])``, averaged over the labels that are not
+    ``ignore_index`` (padding adds nothing, not even smoothing mass)."""
     if logits.shape[:-1] != labels.shape:
         raise ValueError(f"expected logits (..., V) for labels (...), got logits "
                          f"{tuple(logits.shape)} and labels {tuple(labels.shape)}")

@@ -38,7 +38,7 @@ def cross_attention(x: torch.Tensor, memory: torch.Tensor, w_q: torch.Tensor, w_
     ``x (B, T, d_model)``, ``memory (B, S, d_model)``, ``w_q``, ``w_k``, ``w_v (d_model, d_k)``,
     ``memory_mask`` None or bool ``(B, 1, S)``, True for a real source token. Returns ``out
     (B, T, d_k)`` and ``weights (B, T, S)``: one row per target position over the source.
-    ``DecoderLayer._cross_attention`` in helpers/layers.py does this for every head at once.
+    ``DecoderLayer.forward`` in helpers/layers.py does this for every head at once.
     """
     q = x @ w_q  # (B, T, d_k): what each target position is looking for
     k, v = memory @ w_k, memory @ w_v  # (B, S, d_k): what the source offers

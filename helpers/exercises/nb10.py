@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import decoding
 from ..decoding import (
     KVCache,
     _attend,
@@ -469,7 +470,7 @@ EXERCISES: dict[str, Exercise] = {
     "beam_search": Exercise(
         reference=beam_search,
         make_cases=_beam_cases,
-        sources=(beam_search,),
+        sources=(beam_search, decoding._beam_candidates, decoding._cannot_improve),
         outputs=("tokens", "scores"),
         pitfalls=(
             Pitfall("D1", "probabilities added", _beam_with(probabilities=True), _HINT_D1),
