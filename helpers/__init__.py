@@ -11,8 +11,7 @@ module              what it holds                               notebook
 ``layers``          LayerNorm, feed-forward, encoder/decoder     04, 05, 07
 ``masks``           look-ahead and padding masks                 06
 ``model``           ``TransformerConfig``, the Transformer       08
-``lexicon``         the toy corpus's words and grammar           09
-``data``            corpus splits, vocabularies, batches         09
+``data``            vocabularies, padded batches                 09
 ``training``        label smoothing, warm-up, the training loop  09
 ``decoding``        greedy decoding, beam search, the KV cache   10
 ``interop``         conversion to PyTorch's own modules          05, 07, 08
@@ -21,6 +20,10 @@ module              what it holds                               notebook
 ``distributed``     training with DistributedDataParallel        13
                     (``torchrun``), FSDP, accumulation, bf16
 ``utils``           seeding and device choice                    all
+``translation``     the toy task the model learns: a grammar     09-13
+                    (``lexicon``), ``make_corpus``,
+                    ``translate`` and its scores, the shipped
+                    translators
 ``figures``         drawing only, one module per notebook        all
 ``exercises``       ``check`` and ``solution``; one module per   01-13
                     notebook; ``pitfalls``: the classic bugs

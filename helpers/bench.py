@@ -28,11 +28,12 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .data import BOS_ID, EOS_ID, PAD_ID, batches, encode_pairs, make_corpus
+from .data import BOS_ID, EOS_ID, PAD_ID, batches, encode_pairs
 from .decoding import beam_search, greedy_decode
 from .interop import to_torch, torch_attn_mask, torch_key_padding_mask
 from .model import TransformerConfig, build_model
-from .training import CORPUS_ARGS, label_smoothed_nll, load_translator
+from .training import label_smoothed_nll
+from .translation import CORPUS_ARGS, load_translator, make_corpus
 from .utils import get_device, set_seed
 
 ROOT = Path(__file__).resolve().parents[1]

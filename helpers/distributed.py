@@ -45,9 +45,10 @@ from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 from .checks import check_sizes
-from .data import PAD_ID, encode_pairs, make_batch, make_corpus
+from .data import PAD_ID, encode_pairs, make_batch
 from .model import TransformerConfig, build_model
-from .training import CORPUS_ARGS, label_smoothed_nll, make_optimizer
+from .training import label_smoothed_nll, make_optimizer
+from .translation import CORPUS_ARGS, make_corpus
 from .utils import set_seed
 
 LAUNCH = "torchrun --standalone --nproc_per_node 2 -m helpers.distributed"

@@ -9,8 +9,7 @@ learns to continue it; the loss counts the French part only (``labels`` is ``PAD
 The modern block swaps three parts of the 2017 one: ``RMSNorm`` for LayerNorm, ``SwiGLU`` for
 the ReLU feed-forward, rotary position embeddings (``RotaryAttention``) for added sinusoids;
 and it normalises before each sub-layer (pre-norm). Shapes: ``B`` batch, ``L`` length, ``V``
-vocabulary, ``h`` heads, ``d_k`` head size.
-"""
+vocabulary, ``h`` heads, ``d_k`` head size."""
 
 import dataclasses
 import math
@@ -27,7 +26,8 @@ from .data import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, Vocab, pad
 from .layers import EncoderLayer, LayerNorm, layer_stack
 from .masks import causal_mask, padding_mask
 from .positional import PositionalEncoding
-from .training import count_parameters, exact_match, label_smoothed_nll, make_optimizer, train
+from .training import count_parameters, label_smoothed_nll, make_optimizer, train
+from .translation import exact_match
 from .utils import set_seed
 
 SEP = "<sep>"  # between the English sentence and its French continuation

@@ -1,4 +1,4 @@
-"""Training and evaluating the Transformer. Taught in notebook 09.
+"""Training the Transformer, and saving it. Taught in notebook 09.
 
 The pieces, in the order notebook 09 builds them:
 
@@ -7,12 +7,11 @@ The pieces, in the order notebook 09 builds them:
   paper's warm-up learning rate (section 5.3, equation 3);
 * :func:`train`: a training loop that knows nothing about translation: it takes a model, an
   iterable of batches and a ``loss_fn(model, batch)``;
-* :func:`translation_loss`, :func:`translate`, :func:`exact_match`, :func:`bleu`: the
-  translation task on the corpus of :mod:`helpers.data`;
-* :func:`save_checkpoint`, :func:`load_checkpoint`: config + vocabularies + weights in one file;
-* :func:`train_translator` and :func:`load_translator`: the course's shipped models
-  (``assets/translator.pt``, and ``assets/translator_negation.pt`` for notebook 10's harder
-  test), retrained with ``python -m helpers.course --retrain-asset [negation]``.
+* :func:`translation_loss`: teacher forcing on a :class:`helpers.data.Batch`;
+* :func:`save_checkpoint`, :func:`load_checkpoint`: config + vocabularies + weights in one file.
+
+The course's toy task (its corpus, :func:`~helpers.translation.translate`, the scores and the
+shipped models) is :mod:`helpers.translation`.
 
 Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` vocabulary size.
 """
@@ -20,24 +19,15 @@ Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` vocabulary 
 import dataclasses
 import math
 import time
-import warnings
-from functools import partial
 from pathlib import Path
 from typing import Callable, NamedTuple, Optional
 
 import torch
 from tqdm.auto import tqdm
 
-from .checks import check_sizes
-from .data import BOS_ID, EOS_ID, PAD_ID, Vocab, batches, encode_pairs, pad
-from .decoding import greedy_decode
-from .lexicon import LONGEST_SENTENCE
-from .masks import padding_mask
+from .data import PAD_ID, Vocab
 from .model import Transformer, TransformerConfig, build_model
-from .utils import set_seed
 
-ASSET_PATH = Path(__file__).resolve().parents[1] / "assets" / "translator.pt"
-NEGATION_ASSET_PATH = ASSET_PATH.with_name("translator_negation.pt")
 
 def count_parameters(model: torch.nn.Module) -> int:
     """Trainable parameters (a tied matrix counts once)."""
@@ -149,7 +139,7 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
     return history
 
 
-# ---- The translation task ------------------------------------------------------------------
+# ---- The loss of the translation task ------------------------------------------------------
 
 
 def translation_loss(model: Transformer, batch, label_smoothing: float = 0.1) -> torch.Tensor:
@@ -157,100 +147,6 @@ def translation_loss(model: Transformer, batch, label_smoothing: float = 0.1) ->
     target) and every position is scored against the next token, ``tgt_out`` (target + EOS)."""
     logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
     return label_smoothed_nll(logits, batch.tgt_out, label_smoothing, ignore_index=PAD_ID)
-
-
-def translate(model: Transformer, sentences: list, src_vocab: Vocab, tgt_vocab: Vocab,
-              max_len: Optional[int] = None, batch_size: int = 250, device=None,
-              strict: bool = False) -> list:
-    """Greedy translations of English strings, decoded by batches with a source padding mask.
-
-    Each sentence is first normalised with :meth:`Vocab.normalize <helpers.data.Vocab.normalize>`:
-    surrounding spaces and a final ``.``, ``!`` or ``?`` are dropped, and a word that differs
-    from the vocabulary only by its case takes the vocabulary's spelling ("The cat eats a
-    cake." is translated as "the cat eats a cake").
-
-    What the model cannot translate well gets a ``UserWarning`` (a ``ValueError`` with
-    ``strict=True``) instead of a fluent wrong answer: words the vocabulary lacks (they become
-    ``<unk>``; the warning names them), sentences longer than any in the course's corpus
-    (``LONGEST_SENTENCE`` words: the model has never seen one, and tends to stop early), and
-    translations cut at ``max_len`` tokens before ``<eos>``. A sentence longer than the
-    model's positional encoding is a ``ValueError`` either way.
-
-    ``max_len`` caps the generated tokens (default: the longest source length + 10).
-    """
-    if isinstance(sentences, str):
-        raise ValueError("translate expects a list of sentences, got one string; wrap it: [s]")
-    if max_len is not None:
-        check_sizes("translate", max_len=max_len)
-    check_sizes("translate", batch_size=batch_size)
-    normalized = [src_vocab.normalize(s) for s in sentences]
-    _report(strict, [f"sentence {i} ({s!r}): {', '.join(map(repr, unknown))}"
-                     for i, s in enumerate(normalized) if (unknown := src_vocab.unknown_words(s))],
-            "words the source vocabulary does not know become <unk>, and the translation will "
-            "be wrong")
-    _report(strict, [f"sentence {i} has {len(s.split())} words" for i, s in enumerate(normalized)
-                     if len(s.split()) > LONGEST_SENTENCE],
-            f"the course's corpus has at most {LONGEST_SENTENCE} words per sentence, so the "
-            "model has never seen one this long: expect a short or wrong translation")
-    device = device or next(model.parameters()).device
-    results, cut = [], []
-    for start in range(0, len(normalized), batch_size):
-        src = pad([src_vocab.encode(s) for s in normalized[start:start + batch_size]]).to(device)
-        limit = src.shape[1] + 10 if max_len is None else max_len
-        out = greedy_decode(model, src, limit, BOS_ID, EOS_ID, padding_mask(src, PAD_ID))
-        results += [tgt_vocab.decode(row) for row in out]  # (B, <= limit + 1) -> strings
-        ended = (out[:, 1:] == EOS_ID).any(dim=1)  # (B,) False: stopped by the limit
-        cut += [f"sentence {start + i} (max_len={limit})"
-                for i in (~ended).nonzero().flatten().tolist()]
-    _report(strict, cut, "the translation reached max_len tokens without <eos>: it is cut short "
-            "(pass a larger max_len), or the model repeats itself")
-    return results
-
-
-def _report(strict: bool, problems: list, why: str) -> None:
-    """One warning (or, with ``strict``, one ValueError) for all ``problems`` of a call."""
-    if problems:
-        message = f"translate: {why}: {'; '.join(problems)}"
-        if strict:
-            raise ValueError(message)
-        warnings.warn(message, UserWarning, stacklevel=3)
-
-
-def _check_pairs(hypotheses: list, references: list):
-    if len(hypotheses) != len(references) or not references:
-        raise ValueError(f"expected as many hypotheses as references (at least one), got "
-                         f"{len(hypotheses)} and {len(references)}")
-
-
-def exact_match(hypotheses: list, references: list) -> float:
-    """Percentage (0-100) of hypotheses identical to their reference."""
-    _check_pairs(hypotheses, references)
-    matches = sum(h == r for h, r in zip(hypotheses, references, strict=True))
-    return 100.0 * matches / len(references)
-
-
-def bleu(hypotheses: list, references: list) -> float:
-    """Corpus BLEU (0-100) of detokenised strings, one reference each, computed by sacrebleu.
-
-    sacrebleu is imported here, not at the top of the module: only BLEU needs it, and Colab does
-    not ship it (the setup cell installs it there), so every other notebook runs without it.
-    """
-    _check_pairs(hypotheses, references)
-    try:
-        import sacrebleu
-    except ModuleNotFoundError as error:
-        raise ModuleNotFoundError(
-            "BLEU needs the sacrebleu package: pip install 'sacrebleu==2.6.0' "
-            "(on Colab, run the notebook's first code cell: it installs it)") from error
-    return sacrebleu.corpus_bleu(hypotheses, [references]).score
-
-
-def evaluate(model: Transformer, pairs: list, src_vocab: Vocab, tgt_vocab: Vocab) -> dict:
-    """``{"exact_match": ..., "bleu": ...}`` of greedy translations of (english, french) pairs."""
-    hypotheses = translate(model, [en for en, _ in pairs], src_vocab, tgt_vocab)
-    references = [fr for _, fr in pairs]
-    return {"exact_match": exact_match(hypotheses, references),
-            "bleu": bleu(hypotheses, references)}
 
 
 # ---- Checkpoints ---------------------------------------------------------------------------
@@ -348,45 +244,3 @@ def _read_checkpoint(path) -> dict:
         raise _not_a_checkpoint(path, f"format {saved['format']!r} with config "
                                 f"{type(saved['config']).__name__}; expected format 1, a dict")
     return saved
-
-
-# ---- The course's translator: one call to train it, and the shipped asset ------------------
-
-CORPUS_ARGS = {"seed": 0, "num_train": 20000, "num_valid": 500, "num_test": 1000}
-ASSET_STEPS = 2000  # the shipped model trains longer than train_translator's default
-# notebook 10's second model: 3% of the sentences negated (rare), train_translator's budget
-NEGATION_CORPUS_ARGS, NEGATION_STEPS = {**CORPUS_ARGS, "negation": 0.03}, 600
-
-
-def train_translator(corpus, config: Optional[TransformerConfig] = None, steps: int = 600,
-                     batch_size: int = 128, warmup: int = 200, lr_scale: float = 1.0,
-                     label_smoothing: float = 0.1, clip_norm: float = 1.0, seed: int = 0,
-                     max_seconds: Optional[float] = None, device=None, progress: bool = True,
-                     on_step=None):
-    """Build a model for ``corpus`` (from :func:`helpers.data.make_corpus`) and train it.
-
-    Returns ``(model, history)`` with the model in eval mode. Everything the loop needs is
-    assembled here, in the order notebook 09 shows it. The defaults (the small config, 600
-    steps of 128 sentence pairs) reach about 99% exact match on the test split of the default
-    corpus, in 35 to 50 seconds on a 2-core laptop CPU.
-    """
-    config = config or TransformerConfig.small()
-    set_seed(seed)
-    model = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab))
-    if device is not None:
-        model.to(device)
-    optimizer, scheduler = make_optimizer(model, config.d_model, warmup, lr_scale)
-    encoded = encode_pairs(corpus.train, corpus.src_vocab, corpus.tgt_vocab)
-    loss_fn = partial(translation_loss, label_smoothing=label_smoothing)
-    history = train(model, batches(encoded, batch_size, seed=seed, repeat=True), loss_fn,
-                    optimizer, scheduler, max_steps=steps, clip_norm=clip_norm,
-                    max_seconds=max_seconds, device=device, progress=progress, on_step=on_step)
-    return model.eval(), history
-
-
-def load_translator(path=ASSET_PATH, device="cpu") -> Checkpoint:
-    """The course's trained translator (``assets/translator.pt``), for notebooks 10 and 11.
-
-    ``metadata["corpus"]`` holds the :func:`~helpers.data.make_corpus` arguments of its corpus.
-    """
-    return load_checkpoint(path, device=device)

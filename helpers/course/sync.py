@@ -68,11 +68,10 @@ NOT_TAUGHT = {
     "decoding.check_beam_source": "input checks of the decoders (see checks)",
     "masks.mask_explorer_data": "the numbers of notebook 06's mask explorer, drawn by its figure",
     "decoding.eval_mode": "eval mode plus torch.no_grad, restored afterwards; notebook 10 says so",
-    "data": "the course's toy English-French corpus and its batching: notebook 09 shows what "
-            "they produce (sentences, vocabularies, padded batches, masks), not the grammar",
-    "training": "besides label smoothing and the warm-up schedule: the generic loop, "
-                "checkpoints, translate and the metrics, described and used in notebook 09",
-    "lexicon": "the words of the toy corpus (data), listed in notebook 09",
+    "data": "vocabularies and padded batches: notebook 09 shows what they produce (tokens, ids, "
+            "padded batches, masks), not their code",
+    "training": "besides label smoothing and the warm-up schedule: the generic loop, the "
+                "teacher-forcing loss and checkpoints, described and used in notebook 09",
     "gpt": "besides the block, the modern parts and the sampling filter: the model class, the "
            "continuation batches, generation with the KV cache and the ablation runner, "
            "described and used in notebook 12",

@@ -49,34 +49,25 @@ def retrain_asset(which: str = "translator", path=None, progress: bool = True) -
     import inspect
     import time
 
-    from ..data import make_corpus
+    from .. import translation as task
     from ..model import TransformerConfig
-    from ..training import (
-        ASSET_PATH,
-        ASSET_STEPS,
-        CORPUS_ARGS,
-        NEGATION_ASSET_PATH,
-        NEGATION_CORPUS_ARGS,
-        NEGATION_STEPS,
-        evaluate,
-        save_checkpoint,
-        train_translator,
-    )
+    from ..training import save_checkpoint
 
-    parameters = inspect.signature(train_translator).parameters.values()
+    parameters = inspect.signature(task.train_translator).parameters.values()
     defaults = {p.name: p.default for p in parameters
                 if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
-    shipped = {"translator": (CORPUS_ARGS, ASSET_STEPS, ASSET_PATH),
-               "negation": (NEGATION_CORPUS_ARGS, NEGATION_STEPS, NEGATION_ASSET_PATH)}
+    shipped = {"translator": (task.CORPUS_ARGS, task.ASSET_STEPS, task.ASSET_PATH),
+               "negation": (task.NEGATION_CORPUS_ARGS, task.NEGATION_STEPS,
+                            task.NEGATION_ASSET_PATH)}
     if which not in shipped:
         raise ValueError(f"expected one of {sorted(shipped)}, got {which!r}")
     corpus_args, steps, default_path = shipped[which]
     training = {**defaults, "steps": steps}
-    corpus, config = make_corpus(**corpus_args), TransformerConfig.small()
+    corpus, config = task.make_corpus(**corpus_args), TransformerConfig.small()
     start = time.perf_counter()
-    model, history = train_translator(corpus, config, progress=progress, **training)
+    model, history = task.train_translator(corpus, config, progress=progress, **training)
     seconds = time.perf_counter() - start
-    scores = evaluate(model, corpus.test, corpus.src_vocab, corpus.tgt_vocab)
+    scores = task.evaluate(model, corpus.test, corpus.src_vocab, corpus.tgt_vocab)
     metadata = {"corpus": dict(corpus_args), "training": training,
                 "train_seconds": round(seconds, 1), "final_loss": history[-1],
                 "test_exact_match": scores["exact_match"], "test_bleu": scores["bleu"]}

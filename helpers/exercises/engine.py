@@ -8,7 +8,6 @@ module holds which exercise, so that ``check`` imports a notebook's module (and 
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import functools
 import importlib
@@ -25,6 +24,7 @@ import torch
 from torch import nn
 
 from .compare import Raised, describe, difference, is_blank, same
+from .stubs import is_stub
 
 PASS, FAIL, TODO, HINT = "✅", "❌", "⏳", "💡"
 # Seconds each call of the learner's function may take (math.inf: no limit). Measured on a
@@ -222,7 +222,7 @@ def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
             return False
     not_implemented = [isinstance(g, Raised) and isinstance(g.error, NotImplementedError)
                        for g in given]
-    if all(not_implemented) or (all(map(is_blank, given)) and _is_stub(fn)):
+    if all(not_implemented) or (all(map(is_blank, given)) and is_stub(fn)):
         print(f"{TODO} {name}: not attempted yet. Write your code in the function, run its "
               "cell, then run this check again.")
         return False
@@ -315,70 +315,6 @@ def _clone(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {key: _clone(value) for key, value in obj.items()}
     return obj
-
-
-# ----------------------------------------------------------------------------------------------
-# An untouched stub, or code that forgot its return?
-# ----------------------------------------------------------------------------------------------
-
-_PLACEHOLDER_VALUES = (None, Ellipsis)
-
-
-def _is_placeholder(node: ast.AST) -> bool:
-    """``None``, ``...`` or a tuple of them: what a stub returns."""
-    if isinstance(node, ast.Tuple):
-        return all(map(_is_placeholder, node.elts))
-    return node is None or (isinstance(node, ast.Constant) and node.value in _PLACEHOLDER_VALUES)
-
-
-def _is_stub_statement(node: ast.stmt) -> bool:
-    if isinstance(node, ast.Pass):
-        return True
-    if isinstance(node, ast.Expr):  # a docstring, a bare string or ...
-        value = node.value.value if isinstance(node.value, ast.Constant) else None
-        return isinstance(value, str) or value is Ellipsis
-    if isinstance(node, ast.Return):
-        return _is_placeholder(node.value)
-    if isinstance(node, ast.Raise):
-        exc = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-        return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
-    return False
-
-
-def _definition(fn: Callable) -> ast.AST | None:
-    """The parsed ``def`` or ``lambda`` of ``fn`` from its source, or None without one."""
-    try:
-        lines, first = inspect.getsourcelines(fn)
-    except (OSError, TypeError):
-        return None
-    source = textwrap.dedent("".join(lines))
-    if getattr(fn, "__name__", "") != "<lambda>":
-        with contextlib.suppress(SyntaxError):
-            return next((node for node in ast.walk(ast.parse(source))
-                         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
-        return None
-    line = fn.__code__.co_firstlineno - first  # the lambda's line within ``source``
-    text = "\n".join(source.splitlines()[line:])
-    text = text[text.find("lambda"):][:500]  # from the lambda on: maybe part of a statement
-    for end in range(len(text), 0, -1):
-        with contextlib.suppress(SyntaxError):
-            return next(node for node in ast.walk(ast.parse(text[:end], mode="eval"))
-                        if isinstance(node, ast.Lambda))
-    return None
-
-
-def _is_stub(fn: Callable) -> bool:
-    """Is ``fn`` an untouched stub, its body only ``pass``, ``return None`` or ``raise
-    NotImplementedError``? A function with real code that returns None forgot its ``return``.
-    Without its source (a built-in, a partial), it counts as written."""
-    if isinstance(fn, type):  # a class exercise: are the methods the learner writes untouched?
-        written = [f for name, f in vars(fn).items()
-                   if inspect.isfunction(f) and name != "__init__"]
-        return bool(written) and all(map(_is_stub, written))
-    node = _definition(fn)
-    if isinstance(node, ast.Lambda):
-        return _is_placeholder(node.body)
-    return node is not None and all(map(_is_stub_statement, node.body))
 
 
 # ----------------------------------------------------------------------------------------------

@@ -91,8 +91,8 @@ print("COLAB-LIKE", _json.dumps({
 # the training loop's progress bar; plain "tqdm" is imported by torch itself (torch.hub).
 FIRST_NEEDED_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.interop": 3,
                    "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8,
-                   "helpers.data": 9, "helpers.lexicon": 9, "helpers.training": 9,
-                   "helpers.decoding": 9, "tqdm.auto": 9, "sacrebleu": 9,
+                   "helpers.data": 9, "helpers.training": 9, "helpers.decoding": 9,
+                   "helpers.translation": 9, "tqdm.auto": 9, "sacrebleu": 9,
                    "helpers.distributed": 13, "helpers.gpt": 12}
 # Notebook 00 shows how exercises are checked on notebook 06's first one, the look-ahead mask
 # (masks.py imports attention for its mask explorer).
@@ -103,7 +103,18 @@ def first_needed_in(module: str):
     match = re.search(r"\.nb(\d\d)", module)
     if match:
         return int(match.group(1))
-    return FIRST_NEEDED_IN.get(module, FIRST_NEEDED_IN.get(module.split(".")[0]))
+    return _first_of_package(FIRST_NEEDED_IN, module)
+
+
+def _first_of_package(table: dict, module: str, default=None):
+    """``table``'s entry for ``module`` or, failing that, for the nearest package holding it
+    (``helpers.translation.lexicon`` -> ``helpers.translation``, ``sacrebleu.metrics`` ->
+    ``sacrebleu``)."""
+    parts = module.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in table:
+            return table[".".join(parts[:end])]
+    return default
 
 
 def imported_too_early(modules: list, number: int) -> list:

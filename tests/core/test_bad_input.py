@@ -24,26 +24,19 @@ from helpers.attention import (
     scaled_dot_product_attention,
     split_heads,
 )
-from helpers.data import Vocab, make_corpus
+from helpers.data import Vocab
 from helpers.decoding import beam_search, greedy_decode
 from helpers.exercises import TIME_LIMIT, all_exercises, check
 from helpers.exercises.nb01 import masked_softmax
 from helpers.exercises.nb07 import cross_attention
 from helpers.interop import to_torch, torch_attn_mask, torch_key_padding_mask
 from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
-from helpers.lexicon import LONGEST_SENTENCE
 from helpers.masks import causal_mask
 from helpers.model import Transformer
 from helpers.positional import PositionalEncoding
-from helpers.training import (
-    TransformerConfig,
-    build_model,
-    load_checkpoint,
-    load_translator,
-    save_checkpoint,
-    train,
-    translate,
-)
+from helpers.training import TransformerConfig, build_model, load_checkpoint, save_checkpoint, train
+from helpers.translation import load_translator, make_corpus, translate
+from helpers.translation.lexicon import LONGEST_SENTENCE
 
 BOS, EOS = 1, 2
 D_MODEL, HEADS = 8, 2

@@ -15,11 +15,10 @@ from helpers.data import (
     Vocab,
     batches,
     encode_pairs,
-    lookahead_split,
     make_batch,
-    make_corpus,
 )
-from helpers.lexicon import (
+from helpers.translation import lookahead_split, make_corpus
+from helpers.translation.lexicon import (
     ADJECTIVES,
     NOUNS,
     NounPhrase,

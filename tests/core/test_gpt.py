@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from helpers.course import ASSETS
-from helpers.data import EOS_ID, make_corpus
+from helpers.data import EOS_ID
 from helpers.gpt import (
     GPT,
     SEP,
@@ -26,7 +26,7 @@ from helpers.gpt import (
     rope_angles,
     split_by_length,
 )
-from helpers.training import CORPUS_ARGS
+from helpers.translation import CORPUS_ARGS, make_corpus
 
 SMALL = dict(d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.0, max_len=40)
 

@@ -8,37 +8,32 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    batches,
-    encode_pairs,
-    lookahead_split,
-    make_corpus,
-    pad,
-)
+from helpers.data import BOS_ID, EOS_ID, PAD_ID, batches, encode_pairs, pad
 from helpers.decoding import beam_search, greedy_decode
 from helpers.masks import padding_mask
 from helpers.model import TransformerConfig, build_model
 from helpers.training import (
+    count_parameters,
+    label_smoothed_nll,
+    load_checkpoint,
+    make_optimizer,
+    save_checkpoint,
+    train,
+    transformer_lr,
+    translation_loss,
+    warmup_schedule,
+)
+from helpers.translation import (
     ASSET_PATH,
     NEGATION_ASSET_PATH,
     NEGATION_CORPUS_ARGS,
     NEGATION_STEPS,
     bleu,
-    count_parameters,
     exact_match,
-    label_smoothed_nll,
-    load_checkpoint,
     load_translator,
-    make_optimizer,
-    save_checkpoint,
-    train,
-    transformer_lr,
+    lookahead_split,
+    make_corpus,
     translate,
-    translation_loss,
-    warmup_schedule,
 )
 
 TINY = TransformerConfig(d_model=32, num_heads=4, num_layers=1, d_ff=64, dropout=0.0)
@@ -326,10 +321,10 @@ def test_negation_model_is_where_beam_search_beats_greedy():
 @pytest.mark.filterwarnings("ignore:translate:UserWarning")  # 3 steps: it cannot translate yet
 def test_retrain_asset_trains_the_named_model(tmp_path, monkeypatch):
     """A small version of ``--retrain-asset negation``: 3 steps on the negation corpus."""
-    import helpers.training
+    import helpers.translation
     from helpers.course.tools import retrain_asset
 
-    monkeypatch.setattr(helpers.training, "NEGATION_STEPS", 3)
+    monkeypatch.setattr(helpers.translation, "NEGATION_STEPS", 3)
     metadata = retrain_asset("negation", tmp_path / "neg.pt", progress=False)
     assert metadata["corpus"] == NEGATION_CORPUS_ARGS and metadata["training"]["steps"] == 3
     saved = load_checkpoint(tmp_path / "neg.pt")

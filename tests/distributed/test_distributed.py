@@ -184,9 +184,8 @@ def test_fsdp_trains_and_its_sharded_checkpoint_loads_into_one_process(tmp_path)
 
 
 def _tiny_model():
-    from helpers.data import make_corpus
     from helpers.model import TransformerConfig, build_model
-    from helpers.training import CORPUS_ARGS
+    from helpers.translation import CORPUS_ARGS, make_corpus
 
     args = tiny()
     corpus = make_corpus(**{**CORPUS_ARGS, "num_train": args.num_train})

@@ -102,7 +102,7 @@ def test_the_static_map_agrees_with_the_modules():
 # helpers.checks, serve every notebook); helpers.exercises.nbNN belongs to notebook NN.
 TAUGHT_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.interop": 3,
              "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8, "helpers.data": 9,
-             "helpers.lexicon": 9, "helpers.training": 9, "tqdm": 9, "sacrebleu": 9,
+             "helpers.training": 9, "helpers.translation": 9, "tqdm": 9, "sacrebleu": 9,
              "helpers.decoding": 10}
 LOADED_AFTER_EACH_NOTEBOOK = """
 import contextlib, io, json, sys
@@ -134,17 +134,19 @@ def loaded_after_each_notebook():
 
 def notebook_of(module):
     """The notebook that teaches ``module``; 0 for those that serve every notebook."""
-    match = re.fullmatch(r"helpers\.exercises\.nb(\d\d)", module)
+    match = re.fullmatch(r"helpers\.exercises\.nb(\d\d)(_\w+)?", module)
     if match:
         return int(match.group(1))
-    return TAUGHT_IN.get(module, TAUGHT_IN.get(module.split(".")[0], 0))
+    parts = module.split(".")
+    packages = [".".join(parts[:end]) for end in range(len(parts), 0, -1)]  # longest first
+    return next((TAUGHT_IN[p] for p in packages if p in TAUGHT_IN), 0)
 
 
 def test_notebook_01_loads_no_training_code(loaded_after_each_notebook):
     number, modules = loaded_after_each_notebook[0]
     assert number == 1 and "helpers.exercises.nb01" in modules
     later = {"helpers.training", "helpers.data", "helpers.decoding", "helpers.model",
-             "tqdm.auto", "sacrebleu", "helpers.exercises.nb02"}
+             "helpers.translation", "tqdm.auto", "sacrebleu", "helpers.exercises.nb02"}
     assert modules & later == set()
 
 
@@ -174,7 +176,7 @@ def test_imports_are_at_the_top_and_taught_by_then(path):
              for alias in node.names]
     named += [{0: "", 1: "helpers.exercises.", 2: "helpers."}[node.level] + (node.module or "")
               for node in imports if isinstance(node, ast.ImportFrom)]
-    match = re.fullmatch(r"nb(\d\d)", path.stem)
+    match = re.fullmatch(r"nb(\d\d)(_\w+)?", path.stem)
     number = int(match.group(1)) if match else 0
     assert [m for m in named if m.startswith("helpers") and notebook_of(m) > number] == []
     assert match or not [m for m in named if ".nb" in m]

@@ -306,7 +306,7 @@ sys.modules["sacrebleu"] = None  # makes `import sacrebleu` fail, as where it is
 import helpers
 for module in pkgutil.iter_modules(helpers.__path__):
     importlib.import_module(f"helpers.{module.name}")
-from helpers.training import bleu
+from helpers.translation import bleu
 try:
     bleu(["a b"], ["a b"])
 except ModuleNotFoundError as error:

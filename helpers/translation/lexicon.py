@@ -1,7 +1,8 @@
 """The words and the grammar of the course's English -> French corpus (notebook 09).
 
 Nothing can be downloaded, so the course writes its own parallel corpus from a small grammar;
-:mod:`helpers.data` samples the splits from it and turns them into vocabularies and batches.
+:mod:`.corpus` samples the splits from it, and :mod:`helpers.data` turns them into vocabularies
+and batches.
 It is small enough to train on a laptop CPU in a minute or two, yet it holds the things a
 translation model has to learn, and that show up in its attention maps (notebook 11):
 

@@ -1,0 +1,85 @@
+"""The corpus: three splits of sentence pairs sampled from the grammar of :mod:`.lexicon`.
+
+The test split checks **compositional generalisation**: two (noun, adjective) combinations per
+noun never appear in the training or validation sentences, only in the test sentences, while
+every word and every word form does appear in training.
+"""
+
+import random
+from dataclasses import dataclass
+
+from ..data import Vocab
+from .lexicon import (
+    ADJECTIVES,
+    NOUNS,
+    fits,
+    gender_comes_later,
+    noun_adjective_pairs,
+    random_sentence,
+    render,
+)
+
+
+def choose_held_out_pairs(rng: random.Random, per_noun: int = 2) -> list:
+    """``per_noun`` (noun, adjective) combinations per noun, kept out of training."""
+    return [(noun.english, adjective) for noun in NOUNS for adjective in
+            rng.sample([a.english for a in ADJECTIVES if fits(a, noun.animate)], per_noun)]
+
+
+@dataclass
+class Corpus:
+    """The three splits as lists of ``(english, french)`` strings, and the vocabularies.
+
+    ``valid`` holds new sentences built like the training ones; ``test`` holds sentences that
+    each use at least one ``held_out_pairs`` combination, never seen in training.
+    """
+
+    train: list
+    valid: list
+    test: list
+    held_out_pairs: list
+    src_vocab: "Vocab"  # English, built from the training split
+    tgt_vocab: "Vocab"  # French
+
+    def __repr__(self):
+        return (f"Corpus(train={len(self.train)}, valid={len(self.valid)}, test={len(self.test)}, "
+                f"src_vocab={len(self.src_vocab)}, tgt_vocab={len(self.tgt_vocab)})")
+
+
+def _sample_split(rng, size, keep, seen, negation=0.0) -> list:
+    pairs = []
+    while len(pairs) < size:
+        sentence = random_sentence(rng, negation)
+        if keep(sentence):
+            pair = render(sentence)
+            if pair not in seen:
+                seen.add(pair)
+                pairs.append(pair)
+    return pairs
+
+
+def make_corpus(seed: int = 0, num_train: int = 20000, num_valid: int = 500,
+                num_test: int = 1000, negation: float = 0.0) -> Corpus:
+    """The course's corpus, the same for the same arguments (no sentence is in two splits)."""
+    rng = random.Random(seed)
+    held_out = choose_held_out_pairs(rng)
+    held_out_set = set(held_out)
+
+    def is_held_out(sentence):
+        return any(pair in held_out_set for pair in noun_adjective_pairs(sentence))
+
+    seen = set()
+    train = _sample_split(rng, num_train, lambda s: not is_held_out(s), seen, negation)
+    valid = _sample_split(rng, num_valid, lambda s: not is_held_out(s), seen, negation)
+    test = _sample_split(rng, num_test, is_held_out, seen, negation)
+    src_vocab = Vocab.build(en for en, _ in train)
+    tgt_vocab = Vocab.build(fr for _, fr in train)
+    return Corpus(train, valid, test, held_out, src_vocab, tgt_vocab)
+
+
+def lookahead_split(corpus: Corpus, size: int = 600, seed: int = 0) -> list:
+    """``size`` negated sentence pairs, none of them in ``corpus.train``, whose French object
+    the decoder must start before it knows the noun's gender (:func:`~helpers.translation.lexicon.
+    gender_comes_later`): "pas de grand panier". Notebook 10's harder test, for a model trained
+    on ``make_corpus(negation=...)``."""
+    return _sample_split(random.Random(seed), size, gender_comes_later, set(corpus.train), 1.0)
