@@ -21,7 +21,7 @@ from ..decoding import (
 )
 from ..masks import padding_mask
 from .engine import Case, Exercise, NumberCase, Pitfall, randn
-from .nb10_variants import _beam_with, _BeamCase, _cached_layer_with, _greedy_with, small_model
+from .nb10_variants import BeamCase, beam_with, cached_layer_with, greedy_with, small_model
 
 # ----------------------------------------------------------------------------------------------
 # References (shown by solution())
@@ -248,7 +248,7 @@ def _kv_cases(g):
 def _beam_cases(g):
     def case(label, seed, beam_size, alpha=0.0, bias=1.0, max_len=6):
         model, src = small_model(seed, (1, 5), bias)  # hypotheses end at many lengths
-        return _BeamCase(label, (model, src, beam_size, max_len, 1, 2),
+        return BeamCase(label, (model, src, beam_size, max_len, 1, 2),
                          {"length_penalty": alpha})
 
     return [
@@ -317,12 +317,12 @@ EXERCISES: dict[str, Exercise] = {
         sources=(greedy_decode,),
         outputs=("tokens",),
         pitfalls=(
-            Pitfall("D5", "the first position's logits", _greedy_with(position=0),
+            Pitfall("D5", "the first position's logits", greedy_with(position=0),
                     "the next token comes from the last position's logits, logits[:, -1]: "
                     "position 0 always predicts the first word."),
-            Pitfall("D6", "no padding after EOS", _greedy_with(pad_after_eos=False), _HINT_D6),
-            Pitfall("D6", "no early stop", _greedy_with(stop_early=False), _HINT_D6),
-            Pitfall("D7", "BOS dropped", _greedy_with(keep_bos=False),
+            Pitfall("D6", "no padding after EOS", greedy_with(pad_after_eos=False), _HINT_D6),
+            Pitfall("D6", "no early stop", greedy_with(stop_early=False), _HINT_D6),
+            Pitfall("D7", "BOS dropped", greedy_with(keep_bos=False),
                     "the output starts with BOS, like the decoder's input: return the whole "
                     "(B, 1 + steps) tensor."),
         ),
@@ -333,10 +333,10 @@ EXERCISES: dict[str, Exercise] = {
         sources=(cached_decoder_layer,),
         outputs=("logits",),
         pitfalls=(
-            Pitfall("D8", "cache replaced, not extended", _cached_layer_with(extend=False),
+            Pitfall("D8", "cache replaced, not extended", cached_layer_with(extend=False),
                     "append the new keys and values to the cache (torch.cat along the positions, "
                     "dim=2): replacing them lets each new token see only itself."),
-            Pitfall("D9", "no look-ahead mask among new tokens", _cached_layer_with(
+            Pitfall("D9", "no look-ahead mask among new tokens", cached_layer_with(
                 mask_new=False),
                     "the new token may see every stored position, but several new tokens at once "
                     "(a prefill) see each other causally: mask with the last T rows of "
@@ -349,14 +349,14 @@ EXERCISES: dict[str, Exercise] = {
         sources=(beam_search, decoding._beam_candidates, decoding._cannot_improve),
         outputs=("tokens", "scores"),
         pitfalls=(
-            Pitfall("D1", "probabilities added", _beam_with(probabilities=True), _HINT_D1),
-            Pitfall("D2", "finished hypotheses dropped", _beam_with(keep_finished=False),
+            Pitfall("D1", "probabilities added", beam_with(probabilities=True), _HINT_D1),
+            Pitfall("D2", "finished hypotheses dropped", beam_with(keep_finished=False),
                     "do not throw finished hypotheses away: set each one aside with its score "
                     "when it emits EOS, and rank them all at the end."),
-            Pitfall("D10", "best candidates beam by beam", _beam_with(per_beam=True),
+            Pitfall("D10", "best candidates beam by beam", beam_with(per_beam=True),
                     "choose the best k among all beams' candidates at once (topk over the "
                     "flattened (n * V) scores), not the best of one beam, then the next."),
-            Pitfall("D11", "length penalty left out of the ranking", _beam_with(penalise=False),
+            Pitfall("D11", "length penalty left out of the ranking", beam_with(penalise=False),
                     "compare finished hypotheses with the same length penalty: score = sum of "
                     "log p / length ** length_penalty, for every finished hypothesis."),
         ),

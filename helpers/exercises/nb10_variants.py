@@ -14,7 +14,7 @@ from ..model import TransformerConfig, build_model
 from .engine import Case
 
 
-def _greedy_with(position=-1, pad_after_eos=True, stop_early=True, keep_bos=True):
+def greedy_with(position=-1, pad_after_eos=True, stop_early=True, keep_bos=True):
     """Greedy decoding (without a cache) with one mistake: the first position's logits (D5),
     finished rows not padded or decoding not stopped (D6), BOS left out of the output (D7)."""
 
@@ -50,7 +50,7 @@ def small_model(seed, src_shape, eos_bias=1.0, layers=1):
         return model, torch.randint(3, 12, src_shape)
 
 
-def _cached_layer_with(extend=True, mask_new=True):
+def cached_layer_with(extend=True, mask_new=True):
     """``cached_decoder_layer`` with one mistake: the cache replaced by the new keys and values
     instead of extended (D8), or no look-ahead mask among several new tokens (D9)."""
 
@@ -77,7 +77,7 @@ def _cached_layer_with(extend=True, mask_new=True):
     return layer_fn
 
 
-def _beam_with(probabilities=False, keep_finished=True, per_beam=False, penalise=True):
+def beam_with(probabilities=False, keep_finished=True, per_beam=False, penalise=True):
     """Beam search with one mistake: probabilities added instead of log-probabilities (D1),
     finished hypotheses thrown away (D2), candidates taken beam by beam instead of best overall
     (D10), finished hypotheses ranked without the length penalty (D11)."""
@@ -122,7 +122,7 @@ def _beam_with(probabilities=False, keep_finished=True, per_beam=False, penalise
 
 
 @dataclass(frozen=True)
-class _BeamCase(Case):
+class BeamCase(Case):
     """``beam_search``'s list of ``(tokens, score)`` as tensors: the tokens ``(k, L)`` padded
     with -1, the scores ``(k,)``."""
 

@@ -2,9 +2,8 @@
 
 Nothing can be downloaded, so the course writes its own parallel corpus from a small grammar;
 :mod:`.corpus` samples the splits from it, and :mod:`helpers.data` turns them into vocabularies
-and batches.
-It is small enough to train on a laptop CPU in a minute or two, yet it holds the things a
-translation model has to learn, and that show up in its attention maps (notebook 11):
+and batches. It is small enough to train on a laptop CPU in a minute or two, yet it holds the
+things a translation model has to learn, and that show up in its attention maps (notebook 11):
 
 * **word order**: most French adjectives follow the noun ("the red car" -> "la voiture rouge"),
   a few precede it ("a big dog" -> "un grand chien"), so "the big red car" -> "la grande voiture

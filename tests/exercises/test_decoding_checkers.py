@@ -93,9 +93,9 @@ def test_cached_logits_equal_the_uncached_decoder():
 
 def test_beam_search_reference_and_an_uncached_answer_pass(run_check):
     from helpers.decoding import beam_search
-    from helpers.exercises.nb10_variants import _beam_with
+    from helpers.exercises.nb10_variants import beam_with
 
-    for fn in (beam_search, _beam_with()):  # with a KV cache and early stop; without either
+    for fn in (beam_search, beam_with()):  # with a KV cache and early stop; without either
         ok, out = run_check("beam_search", fn)
         assert ok is True, out
 
