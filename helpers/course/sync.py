@@ -5,6 +5,13 @@ A notebook teaches a definition in a *marked cell*: a code cell whose first line
 copied verbatim (docstring and comments included) from ``helpers/<module>.py``. :data:`MANIFEST`
 says which marked cells each notebook has, in order, and what they hold.
 
+Write first, then see the answer: where the learner writes a definition before seeing it, its
+manifest entry names that exercise (``(module, names, "exercise name")``) and the marked cell is
+a *reference cell*: its first line is ``#@title Reference answer: <exercise>`` (Colab shows the
+title of a form and hides the code), the marker is its second line, and its metadata collapse it
+in both front ends (``cellView: "form"`` for Colab, ``jupyter.source_hidden`` for JupyterLab).
+``--write`` sets the title and the metadata; ``--check`` reports a reference cell without them.
+
 Why this direction (library -> notebook): ``helpers/`` is what the tests, the checkers, later
 notebooks and the benchmark import, and what linters and parity tests read; a marked cell is a
 view of it. Editing a definition therefore means: edit ``helpers/``, run ``--write``, re-execute
@@ -23,10 +30,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^# helpers/(\w+)\.py$")
+TITLE = "#@title Reference answer: {}"  # the first line of a reference cell (a Colab form)
+COLLAPSED = {"cellView": "form", "jupyter": {"source_hidden": True}}
 LONG_CELL = 25  # a code cell with more lines needs a reason in the markdown just above it
 REASON = re.compile(r"\*Why the next cell is long \((\d+) lines\):\*")
 
-# notebook -> its marked cells in order: (module, names of the definitions the cell holds)
+# notebook -> its marked cells in order: (module, names of the definitions the cell holds) or
+# (module, names, the exercise the learner writes before this reference cell)
 MANIFEST = {
     "01_attention": [("attention", ["scaled_dot_product_attention"])],
     "02_positional_encoding": [("positional", ["sinusoidal_encoding"]),
@@ -96,20 +106,42 @@ def definitions(module: str, root: Path = ROOT) -> dict:
     return found
 
 
+def entry(item) -> tuple:
+    """A manifest entry as ``(module, names, exercise)`` (exercise None: shown, not asked)."""
+    module, names, *rest = item
+    return module, names, (rest[0] if rest else None)
+
+
+def _lines(source: str) -> list:
+    """A cell's lines without its Colab title: the marker is then the first line."""
+    lines = source.split("\n")
+    return lines[1:] if lines[0].startswith("#@title") else lines
+
+
 def marked_cells(notebook: dict) -> list:
-    """``(cell, module)`` for every code cell whose first line is a marker."""
+    """``(cell, module)`` for every code cell whose first line (after a ``#@title`` line, if
+    any) is a marker."""
     cells = []
     for cell in notebook["cells"]:
         source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
-        match = MARKER.match(source.split("\n", 1)[0])
+        match = MARKER.match(_lines(source)[0])
         if match:
             cells.append((cell, match.group(1)))
     return cells
 
 
+def is_collapsed(cell: dict) -> bool:
+    """Collapsed in JupyterLab (``jupyter.source_hidden``) and in Colab (a form cell whose
+    first line is a ``#@title``)."""
+    meta = cell.get("metadata", {})
+    first = "".join(cell["source"]).split("\n", 1)[0]
+    return (meta.get("jupyter", {}).get("source_hidden") is True
+            and meta.get("cellView") == "form" and first.startswith("#@title"))
+
+
 def _preamble(source: str) -> str:
     """The lines between the marker and the first definition: imports and comments only."""
-    body = source.split("\n", 1)[1] if "\n" in source else ""
+    body = "\n".join(_lines(source)[1:])
     kept = []
     for line in body.split("\n"):
         if line.startswith(("import ", "from ", "#")) or not line.strip():
@@ -119,14 +151,17 @@ def _preamble(source: str) -> str:
     return "\n".join(kept).strip("\n")
 
 
-def expected_cell(module: str, names: list, current: str, root: Path = ROOT) -> str:
-    """The text a marked cell must have: marker, its own imports, the definitions from
-    ``helpers/<module>.py`` separated by two blank lines (PEP 8)."""
+def expected_cell(module: str, names: list, current: str, root: Path = ROOT,
+                  exercise=None) -> str:
+    """The text a marked cell must have: the title of a reference cell (when ``exercise``),
+    marker, its own imports, the definitions from ``helpers/<module>.py`` separated by two blank
+    lines (PEP 8)."""
     defined = definitions(module, root)
     missing = [n for n in names if n not in defined]
     if missing:
         raise KeyError(f"helpers/{module}.py defines no {', '.join(missing)} (see MANIFEST)")
-    parts = [f"# helpers/{module}.py"]
+    parts = [TITLE.format(exercise)] if exercise else []
+    parts.append(f"# helpers/{module}.py")
     preamble = _preamble(current)
     if preamble:
         parts.append(preamble + "\n\n")
@@ -168,17 +203,22 @@ def problems(write: bool = False, root: Path = ROOT, manifest: dict = MANIFEST) 
             continue
         notebook = json.loads(path.read_text())
         cells, wanted = marked_cells(notebook), manifest.get(stem, [])
-        modules = [m for _, m in cells]
-        if modules != [m for m, _ in wanted]:
+        modules, wanted = [m for _, m in cells], [entry(item) for item in wanted]
+        if modules != [m for m, _, _ in wanted]:
             found.append(
-                f"{stem}: MANIFEST expects marked cells for {[m for m, _ in wanted]}, the "
+                f"{stem}: MANIFEST expects marked cells for {[m for m, _, _ in wanted]}, the "
                 f"notebook has {modules}: a '# helpers/<module>.py' first line was removed, "
                 "moved or added")
             continue
         changed = False
-        for (cell, module), (_, names) in zip(cells, wanted, strict=True):
+        for (cell, module), (_, names, exercise) in zip(cells, wanted, strict=True):
             current = "".join(cell["source"])
-            expected = expected_cell(module, names, current, root)
+            expected = expected_cell(module, names, current, root, exercise)
+            if exercise and not is_collapsed({**cell, "source": [expected]}):
+                found.append(f"{stem}: the reference cell of {exercise!r} ({module}: "
+                             f"{', '.join(names)}) is not collapsed (metadata {COLLAPSED})")
+                cell["metadata"] = {**cell.get("metadata", {}), **COLLAPSED}
+                changed = True
             if current != expected:
                 diff = difflib.unified_diff(
                     current.splitlines(), expected.splitlines(), lineterm="",

@@ -34,7 +34,7 @@ def _public(module: str) -> list:
 @pytest.mark.parametrize("module", CORE)
 def test_every_public_definition_is_taught_once_or_listed(module):
     taught = [(stem, name) for stem, cells in sync.MANIFEST.items()
-              for mod, names in cells if mod == module for name in names]
+              for mod, names, _ in map(sync.entry, cells) if mod == module for name in names]
     names = [name for _, name in taught]
     assert len(names) == len(set(names)), f"helpers/{module}.py: taught twice: {taught}"
     for name in _public(module):
@@ -162,3 +162,23 @@ def test_nbval_markers_are_whole_lines(path):
                 assert comment in NBVAL_MARKERS, (
                     f"{path.name} cell {index}: {line.strip()!r} is not a marker nbval obeys; "
                     "put the marker alone on its line")
+
+
+def test_a_reference_cell_gets_its_title_and_is_collapsed_by_write(copy):
+    """An entry that names its exercise makes a reference cell: ``--check`` reports it until
+    ``--write`` adds the Colab title and collapses it in both front ends."""
+    root, manifest = copy
+    (module, names), = manifest["01_attention"]
+    manifest = {"01_attention": [(module, names, "scaled_dot_product_attention")]}
+    found = sync.problems(root=root, manifest=manifest)
+    assert any("is not collapsed" in text for text in found), found
+    sync.problems(write=True, root=root, manifest=manifest)
+    assert sync.problems(root=root, manifest=manifest) == []
+    notebook = json.loads((root / "notebooks" / "01_attention.ipynb").read_text())
+    (cell, _), = sync.marked_cells(notebook)
+    source = "".join(cell["source"]).split("\n")
+    assert source[0] == "#@title Reference answer: scaled_dot_product_attention"
+    assert source[1] == "# helpers/attention.py"
+    assert sync.is_collapsed(cell)
+    cell["metadata"]["jupyter"]["source_hidden"] = False
+    assert not sync.is_collapsed(cell)
