@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MARKER = re.compile(r"^# helpers/(\w+)\.py$")
 TITLE = "#@title Reference answer: {}"  # the first line of a reference cell (a Colab form)
 COLLAPSED = {"cellView": "form", "jupyter": {"source_hidden": True}}
-LONG_CELL = 25  # a code cell with more lines needs a reason in the markdown just above it
+LONG_CELL = 25  # a visible code cell with more lines needs a reason in the markdown above it
 REASON = re.compile(r"\*Why the next cell is long \((\d+) lines\):\*")
 
 # notebook -> its marked cells in order: (module, names of the definitions the cell holds) or
@@ -177,7 +177,8 @@ def long_cells(notebook: dict, stem: str, write: bool = False) -> list:
         above = cells[index - 1] if index else {"cell_type": "code", "source": []}
         text = "".join(above["source"]) if above["cell_type"] == "markdown" else ""
         match = REASON.search(text)
-        if cell["cell_type"] != "code" or (lines <= LONG_CELL and not match):
+        if cell["cell_type"] != "code" or (lines <= LONG_CELL and not match) or (
+                is_collapsed(cell) and not match):  # a reference cell is read when opened
             continue
         if match is None:
             found.append(f"{stem} cell {index}: {lines} lines, and the markdown above does not "
