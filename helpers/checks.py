@@ -2,11 +2,13 @@
 was expected and what was given, before torch fails deep inside (or, worse, broadcasts it into a
 silent wrong answer).
 
-Only shapes and dtypes are compared: no tensor is scanned, so the checks cost microseconds. NaN
+Only shapes and dtypes are compared: no tensor is scanned, so the checks cost microseconds (token
+ids are read only after the embedding lookup refused one: :func:`ids_in_vocabulary`). NaN
 and inf values are not looked for here (that would read every tensor on every call and stall a
 GPU); ``helpers.training.train`` stops at the first non-finite loss instead.
 """
 
+import contextlib
 import functools
 
 import torch
@@ -88,14 +90,26 @@ def check_projection_inputs(query, key, value, d_model: int, dtype) -> None:
                      B=None if name == "query" else query.shape[0], d_model=d_model)
 
 
-def check_token_ids(tokens, vocab_size: int, name: str) -> None:
-    """``tokens (B, L)``: integer ids in ``0 .. vocab_size - 1`` (``Transformer.embed``)."""
+def check_token_ids(tokens, name: str) -> None:
+    """``tokens (B, L)``: integer ids (shape and dtype; the values are read only by
+    :func:`ids_in_vocabulary`, after a lookup failed)."""
     check_tensor(tokens, f"Transformer: {name} (token ids)", "(B, L)", TOKEN_DTYPES)
-    if tokens.min() < 0 or tokens.max() >= vocab_size:
+
+
+@contextlib.contextmanager
+def ids_in_vocabulary(tokens, vocab_size: int, name: str):
+    """Around ``embedding(tokens)``: an id outside ``0 .. vocab_size - 1`` gets a clear error.
+
+    The ids are read only after ``nn.Embedding`` refused one (an ``IndexError`` on the CPU), so
+    a right call costs nothing. On a GPU, torch reports a bad id itself, as a device-side assert.
+    """
+    try:
+        yield
+    except IndexError:
         raise ValueError(
             f"{name} holds token ids from {int(tokens.min())} to {int(tokens.max())}, but "
             f"the vocabulary has ids 0..{vocab_size - 1}"
-        )
+        ) from None
 
 
 def check_memory(memory, batch: int) -> None:
@@ -143,20 +157,20 @@ def _broadcast_shape(*shapes):
 
 def _expected_masks(target, names) -> str:
     full = ", ".join(f"{n}={s}" for n, s in zip(names, target, strict=True))
-    return (f"a bool mask with 4 axes ({full}), 1 where it broadcasts, as a padding mask "
-            f"(B, 1, 1, Lk) or a combined mask (B, 1, Lq, Lk), or a 2-D (Lq, Lk) mask shared "
-            f"by the whole batch")
+    return (f"a bool mask with 4 axes ({full}), 1 where it broadcasts: a padding mask "
+            f"(B, 1, 1, Lk) as padding_mask() returns it, a look-ahead mask (1, 1, Lq, Lk) "
+            f"as causal_mask(Lq)[None, None], or both combined with & (B, 1, Lq, Lk)")
 
 
 def check_scores_mask(mask, scores_shape, where: str, names=None) -> None:
-    """``mask`` (or None) must be a bool tensor that broadcasts to the attention scores
-    ``scores_shape = (..., Lq, Lk)``, with 2 axes ``(Lq, Lk)`` or as many as the scores (a 3-D
-    mask for 4-D scores would line its batch axis up with the heads, a 1-D one could be a
-    ``(B,)`` vector or ``(Lk,)`` keys).
+    """``mask`` (or None) must be a bool tensor with as many axes as the attention scores
+    ``scores_shape = (..., Lq, Lk)``, each of its sizes equal to the scores' or 1.
 
-    A 2-D mask whose first size is the batch size is refused even when it broadcasts:
-    a ``(B, S)`` padding mask with ``B == S`` reads as an ``(Lq, Lk)`` mask and silently
-    gives wrong outputs. (A look-ahead mask then goes in as ``mask[None, None]``.)
+    Why exactly as many axes, whatever the sizes: a mask with fewer axes would be lined up
+    from the right, so a ``(B, L)`` padding mask would read as ``(Lq, Lk)`` whenever the batch
+    size equals the number of queries, and silently hide the wrong keys. Refusing every 2-D
+    mask for 4-D scores (not just the ones whose sizes look suspicious) makes a call work or
+    fail for its shapes alone, never for the batch size it happens to get.
     """
     if mask is None:
         return
@@ -174,24 +188,22 @@ def check_scores_mask(mask, scores_shape, where: str, names=None) -> None:
     if 0 in shape:
         raise ValueError(f"{where}: mask of shape {shape} has an empty axis; expected sizes "
                          f"that broadcast to the attention scores {scores_shape}")
-    batch = scores_shape[0] if len(scores_shape) > 2 else 1
-    if mask.dim() == 2 and len(scores_shape) > 2 and batch > 1 and shape[0] == batch:
+    if mask.dim() != len(scores_shape):
+        hint = (" A 2-D mask is refused whatever its sizes: (Lq, Lk) and a (B, Lk) padding "
+                "mask look alike." if mask.dim() == 2 else "")
         raise ValueError(
-            f"{where}: a 2-D mask is shared by every sentence, read as (Lq, Lk), but the first "
-            f"size of this one is the batch size {batch}: is it a (B, L) padding mask? Give it "
-            f"its 4 axes, "
-            f"mask[:, None, None, :] -> (B, 1, 1, L) (padding_mask() returns that shape); give "
-            f"a look-ahead mask as mask[None, None] -> (1, 1, Lq, Lk). Got mask {shape} for "
-            f"attention scores {scores_shape}"
+            f"{where}: mask of shape {shape} has {mask.dim()} axes, but the attention scores "
+            f"{scores_shape} have {len(scores_shape)}: expected "
+            + (_expected_masks(scores_shape, names) if len(scores_shape) == 4 else
+               f"a bool mask with {len(scores_shape)} axes like the scores, 1 where it "
+               f"broadcasts") + "." + hint
         )
-    if mask.dim() not in (2, len(scores_shape)) or not _broadcasts(shape, scores_shape):
+    if not _broadcasts(shape, scores_shape):
         raise ValueError(
             f"{where}: mask of shape {shape} does not broadcast to the attention scores "
-            f"{scores_shape}; expected {_expected_masks(scores_shape, names)}"
-            if len(scores_shape) == 4 else
-            f"{where}: mask of shape {shape} does not broadcast to the attention scores "
-            f"(..., Lq, Lk) = {scores_shape}: expected a bool mask with 2 axes (Lq, Lk) or "
-            f"{len(scores_shape)} like the scores, 1 where it broadcasts"
+            + (f"{scores_shape}; expected {_expected_masks(scores_shape, names)}"
+               if len(scores_shape) == 4 else
+               f"(..., Lq, Lk) = {scores_shape}: expected each size equal to the scores' or 1")
         )
 
 

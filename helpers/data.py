@@ -147,6 +147,9 @@ def batches(encoded: list, batch_size: int, shuffle: bool = True, seed: int = 0,
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if repeat and not encoded:  # an endless loop that would never yield
+        raise ValueError(f"batches: repeat=True needs at least one pair, got 0 pairs "
+                         f"(batch_size={batch_size})")
     rng = random.Random(seed)
     order = list(range(len(encoded)))
     while True:

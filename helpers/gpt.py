@@ -237,7 +237,11 @@ def continuation_loss(model: GPT, batch: ContinuationBatch, label_smoothing: flo
 
 
 def continuation_batches(pairs: list, vocab: Vocab, batch_size: int, seed: int = 0):
-    """Endless :class:`ContinuationBatch` es of ``pairs``, reshuffled every epoch (seeded)."""
+    """Endless :class:`ContinuationBatch` es of ``pairs``, reshuffled every epoch (seeded); only
+    full batches, so there must be at least ``batch_size`` pairs."""
+    if not 1 <= batch_size <= len(pairs):  # no full batch: the loop would never yield
+        raise ValueError(f"continuation_batches: batch_size={batch_size} needs between 1 and "
+                         f"len(pairs) = {len(pairs)} pairs per batch")
     rng, order = random.Random(seed), list(range(len(pairs)))
     while True:
         rng.shuffle(order)
@@ -300,7 +304,7 @@ def _cached_step(model: GPT, tokens: torch.Tensor, cache: list, start: int) -> t
                 k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)
             cache[i] = (k, v)  # (B, h, start + L, d_k)
             T, t = q.shape[2], k.shape[2]
-            mask = causal_mask(t, device=q.device)[t - T:]  # (T, t): the new rows of the mask
+            mask = causal_mask(t, device=q.device)[None, None, t - T:]  # (1, 1, T, t): new rows
             return attn.w_o(merge_heads(scaled_dot_product_attention(q, k, v, mask)[0]))
 
         if block.norm_first:
@@ -383,8 +387,8 @@ def split_by_length(corpus, max_words: int):
 
 def ablation(corpus, variants: dict = VARIANTS, seeds=(0, 1, 2), steps: int = 300,
              batch_size: int = 64, **config) -> list:
-    """Train every variant with every seed; one row each: ``final_loss`` (the mean of the last
-    20 steps), ``exact_match`` (% of ``corpus.test`` translated exactly, greedy), ``seconds``
+    """Train every variant with every seed; one row each: ``final_loss`` (the mean loss of the
+    last 20 steps, or of all of them when fewer ran), ``exact_match`` (% of ``corpus.test`` translated exactly, greedy), ``seconds``
     of training and ``parameters``. ``config``: changes to every variant's GPTConfig."""
     rows = []
     for name, changes in variants.items():
@@ -394,7 +398,8 @@ def ablation(corpus, variants: dict = VARIANTS, seeds=(0, 1, 2), steps: int = 30
                                              batch_size, seed=seed, progress=False)
             seconds = time.perf_counter() - start
             french = continue_translations(model, [en for en, _ in corpus.test], vocab)
-            rows.append({"variant": name, "seed": seed, "final_loss": sum(losses[-20:]) / 20,
+            last = losses[-20:]  # fewer than 20 when fewer steps ran
+            rows.append({"variant": name, "seed": seed, "final_loss": sum(last) / len(last),
                          "exact_match": exact_match(french, [fr for _, fr in corpus.test]),
                          "seconds": seconds, "parameters": count_parameters(model)})
     return rows

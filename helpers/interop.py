@@ -108,22 +108,24 @@ def to_torch(module: nn.Module) -> nn.Module:
 
 def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int,
                     query_len: int = None) -> torch.Tensor:
-    """Our mask (True = may attend, broadcastable to ``(B, h, Lq, Lk)``) as torch's ``attn_mask``.
+    """Our mask (True = may attend, 4 axes broadcastable to ``(B, h, Lq, Lk)``) as torch's
+    ``attn_mask``.
 
-    A 2-D ``(Lq, Lk)`` mask stays 2-D; anything else becomes ``(B * h, Lq, Lk)``, the 3-D form
+    A mask shared by the whole batch and every head, ``(1, 1, Lq, Lk)``, becomes torch's 2-D
+    ``(Lq, Lk)``; anything else becomes ``(B * h, Lq, Lk)``, the 3-D form
     ``nn.MultiheadAttention`` accepts. Either way it is inverted: torch's True means blocked.
     Give ``query_len`` when the mask has a broadcast query axis, as a padding mask
     ``(B, 1, 1, Lk)`` has.
     """
     check_sizes("torch_attn_mask", batch_size=batch_size, num_heads=num_heads)
-    if not torch.is_tensor(mask) or mask.dim() not in (2, 4):
-        raise ValueError("torch_attn_mask: expected our mask with 2 axes (Lq, Lk) or 4 "
-                         f"(B, h, Lq, Lk), got {describe(mask)}")
+    if not torch.is_tensor(mask) or mask.dim() != 4:
+        raise ValueError("torch_attn_mask: expected our mask with 4 axes (B or 1, h or 1, Lq, "
+                         f"Lk), got {describe(mask)}")
     Lq = mask.shape[-2] if query_len is None else query_len
     Lk = mask.shape[-1]
     check_mask(mask, batch_size, Lq, Lk, "torch_attn_mask", num_heads)
-    if mask.dim() == 2:
-        return ~mask.expand(Lq, Lk)
+    if mask.shape[:2] == (1, 1):
+        return ~mask[0, 0].expand(Lq, Lk)  # (1, 1, Lq, Lk) -> (Lq, Lk), shared by the batch
     full = mask.expand(batch_size, num_heads, Lq, Lk)  # (B, h, Lq, Lk)
     return ~full.reshape(batch_size * num_heads, Lq, Lk)  # (B, h, Lq, Lk) -> (B*h, Lq, Lk)
 

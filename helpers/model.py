@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .checks import check_memory, check_same_batch, check_sizes, check_token_ids
+from .checks import (check_memory, check_same_batch, check_sizes, check_token_ids,
+                     ids_in_vocabulary)
 from .layers import Decoder, Encoder
 from .masks import causal_mask
 from .positional import PositionalEncoding
@@ -74,8 +75,10 @@ class Transformer(TransformerParts):
 
     def embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str) -> torch.Tensor:
         """Token ids ``(B, L)`` -> ``embedding(tokens) * sqrt(d_model)`` plus positions."""
-        check_token_ids(tokens, embedding.num_embeddings, name)
-        return self.positional(embedding(tokens) * math.sqrt(self.d_model))  # tokens scaled, not PE
+        check_token_ids(tokens, name)
+        with ids_in_vocabulary(tokens, embedding.num_embeddings, name):
+            x = embedding(tokens)  # (B, L) -> (B, L, d_model)
+        return self.positional(x * math.sqrt(self.d_model))  # tokens scaled, not PE
 
     def encode(self, src: torch.Tensor, src_mask=None) -> torch.Tensor:
         """``src (B, S)`` token ids -> memory ``(B, S, d_model)``."""

@@ -71,7 +71,7 @@ def _attention_with(softmax_fn, scale=math.sqrt):
     def attention(q, k, v, mask=None):
         scores = q @ k.transpose(-2, -1) / scale(q.shape[-1])  # (..., Lq, Lk)
         if mask is None:
-            mask = torch.ones((), dtype=torch.bool)  # a scalar True: nothing is masked
+            mask = torch.ones(scores.shape, dtype=torch.bool)  # nothing is masked
         weights = softmax_fn(scores, mask)
         return weights @ v, weights
 
@@ -115,7 +115,7 @@ def _attention_cases(g):
                                _random_mask(g, 2, 4, 5))),
         Case("4-D (B, h, L, d_k) inputs with a causal mask",
              (randn(g, 2, 3, 4, 8), randn(g, 2, 3, 4, 8), randn(g, 2, 3, 4, 8),
-              _causal(4))),
+              _causal(4)[None, None])),
         Case("a fully masked row", (randn(g, 1, 3, 4), randn(g, 1, 4, 4), randn(g, 1, 4, 2),
                                     _mask_with_blocked_row(g, 1, 3, 4, row=1))),
         Case("length 1", (randn(g, 1, 1, 2), randn(g, 1, 1, 2), randn(g, 1, 1, 3),
@@ -127,7 +127,8 @@ def _masked_softmax_cases(g):
     key_padding = torch.tensor([True, True, True, True, False, True]).view(2, 1, 1, 3)
     return [
         Case("a random mask", (2 * randn(g, 2, 3, 5), _random_mask(g, 2, 3, 5))),
-        Case("a causal mask broadcast over (B, h)", (2 * randn(g, 2, 2, 4, 4), _causal(4))),
+        Case("a causal mask broadcast over (B, h)", (2 * randn(g, 2, 2, 4, 4),
+                                                          _causal(4)[None, None])),
         Case("a (B, 1, 1, L) padding mask", (2 * randn(g, 2, 2, 3, 3), key_padding)),
         Case("a fully masked row", (2 * randn(g, 1, 3, 4),
                                     _mask_with_blocked_row(g, 1, 3, 4, row=1))),

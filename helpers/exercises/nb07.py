@@ -98,9 +98,9 @@ def _cross_mask_ignored(x, memory, w_q, w_k, w_v, memory_mask=None):
 def _cross_causal_memory(x, memory, w_q, w_k, w_v, memory_mask=None):
     """A look-ahead mask on the memory: target position t reads only source tokens 0..t."""
     T, S = x.shape[1], memory.shape[1]
-    mask = torch.ones(T, S, dtype=torch.bool).tril()  # (T, S)
+    mask = torch.ones(1, T, S, dtype=torch.bool).tril()  # (1, T, S)
     if memory_mask is not None:
-        mask = mask & memory_mask  # (T, S) & (B, 1, S) -> (B, T, S)
+        mask = mask & memory_mask  # (1, T, S) & (B, 1, S) -> (B, T, S)
     return scaled_dot_product_attention(x @ w_q, memory @ w_k, memory @ w_v, mask)
 
 

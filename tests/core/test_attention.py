@@ -54,7 +54,7 @@ def test_scale_is_sqrt_d_k():
 
 def test_masked_keys_get_zero_weight_and_rows_sum_to_one():
     q, k, v = torch.randn(1, 4, 8), torch.randn(1, 4, 8), torch.randn(1, 4, 8)
-    mask = torch.tensor([[True, True, False, True]])  # (1, Lk): the same keys for every query
+    mask = torch.tensor([[[True, True, False, True]]])  # (1, 1, Lk): same keys for every query
     _, weights = scaled_dot_product_attention(q, k, v, mask)
     assert torch.all(weights[..., 2] == 0)
     assert torch.allclose(weights.sum(-1), torch.ones(1, 4))
@@ -62,7 +62,7 @@ def test_masked_keys_get_zero_weight_and_rows_sum_to_one():
 
 def test_fully_masked_row_gives_zeros_not_nan_forward_and_backward():
     q, k, v = (torch.randn(1, 3, 4, requires_grad=True) for _ in range(3))
-    mask = torch.tensor([[True, True, False], [False, False, False], [True, True, True]])
+    mask = torch.tensor([[[True, True, False], [False, False, False], [True, True, True]]])
     out, weights = scaled_dot_product_attention(q, k, v, mask)
     assert torch.all(out[0, 1] == 0) and torch.all(weights[0, 1] == 0)
     assert not torch.isnan(out).any()
@@ -85,7 +85,7 @@ def test_dropout_is_applied_to_the_weights():
 
 def test_gradcheck_attention_float64():
     q, k, v = (torch.randn(2, 3, 4, dtype=torch.float64, requires_grad=True) for _ in range(3))
-    mask = torch.tensor([[True, False, True], [True, True, True], [False, False, False]])
+    mask = torch.tensor([[[True, False, True], [True, True, True], [False, False, False]]])
     assert torch.autograd.gradcheck(
         lambda q, k, v: scaled_dot_product_attention(q, k, v, mask)[0], (q, k, v))
 
@@ -150,13 +150,14 @@ def test_mha_matches_torch_cross_attention_with_padding_mask():
     assert torch.all(ours.attention_weights[0, :, :, 5:] == 0)
 
 
-@pytest.mark.parametrize("mask_kind", ["2d causal", "B1LL causal+padding"])
+@pytest.mark.parametrize("mask_kind", ["11LL causal", "B1LL causal+padding"])
 def test_mha_matches_torch_with_masks(mask_kind):
     ours, theirs = pair()
     B, L = 2, 6
     x = torch.randn(B, L, 24)
     tokens = torch.tensor([[3, 3, 3, 3, 0, 0], [3, 3, 3, 3, 3, 3]])
-    mask = causal_mask(L) if mask_kind == "2d causal" else causal_mask(L) & padding_mask(tokens, 0)
+    mask = causal_mask(L)[None, None] if mask_kind == "11LL causal" else (
+        causal_mask(L) & padding_mask(tokens, 0))
     out = ours(x, x, x, mask)
     ref, _ = theirs(x, x, x, attn_mask=torch_attn_mask(mask, B, 4))
     assert max_err(out, ref) <= TOL

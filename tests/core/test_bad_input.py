@@ -31,7 +31,7 @@ from helpers.exercises.nb01 import masked_softmax
 from helpers.exercises.nb07 import cross_attention
 from helpers.interop import to_torch, torch_attn_mask, torch_key_padding_mask
 from helpers.layers import Decoder, DecoderLayer, Encoder, EncoderLayer
-from helpers.masks import causal_mask
+from helpers.masks import causal_mask, padding_mask
 from helpers.model import Transformer
 from helpers.positional import PositionalEncoding
 from helpers.training import TransformerConfig, build_model, load_checkpoint, save_checkpoint, train
@@ -68,30 +68,105 @@ def shipped():
 # ---------------------------------------------------------------------------------------------
 
 def test_padding_mask_without_its_axes_is_refused_when_batch_equals_length():
-    """The trap of the issue: a (B, S) padding mask with B == S reads as an (Lq, Lk) mask."""
+    """The trap: a (B, S) padding mask with B == S would read as an (Lq, Lk) mask."""
     torch.manual_seed(0)
     x = torch.randn(3, 3, D_MODEL)
     pad = torch.tensor([[True, True, True], [True, True, False], [True, False, False]])  # (B, S)
     mha, encoder = MultiHeadAttention(D_MODEL, HEADS), Encoder(1, D_MODEL, HEADS, 16)
     for call, name in [(lambda: mha(x, x, x, pad), "MultiHeadAttention"),
                        (lambda: encoder(x, pad), "Encoder")]:
-        message = clear_error(call, name, "(3, 3)", "batch size 3", "(B, 1, 1, L)")
-        assert "padding mask" in message
+        message = clear_error(call, name, "(3, 3)", "has 2 axes", "(B, 1, 1, Lk)")
+        assert "padding mask" in message and "causal_mask(Lq)[None, None]" in message
     # given the right way, it works, and differs from the (Lq, Lk) reading
     right = mha(x, x, x, pad[:, None, None, :])
-    wrong = mha(x, x, x, pad[None, None])  # what the 2-D mask used to be taken for
+    wrong = mha(x, x, x, pad[None, None])  # what a 2-D mask would have been taken for
     assert (right - wrong).abs().max() > 1e-2
 
 
-def test_look_ahead_masks_with_two_axes_still_work():
-    """(Lq, Lk) masks are refused only when their first size is the batch size."""
-    torch.manual_seed(0)
-    x = torch.randn(2, 5, D_MODEL)
-    mha = MultiHeadAttention(D_MODEL, HEADS)
-    assert torch.allclose(mha(x, x, x, causal_mask(5)), mha(x, x, x, causal_mask(5)[None, None]))
+@pytest.mark.parametrize("ids, low, high", [([[1, 42]], 1, 42), ([[-1, 3]], -1, 3)])
+def test_token_ids_outside_the_vocabulary_get_a_clear_error(ids, low, high):
     model = tiny_model()
-    src = tgt = torch.randint(3, 12, (4, 4))  # B == T: the model's own causal mask has 4 axes
-    assert model(src, tgt).shape == (4, 4, 12)
+    vocab = model.src_embed.num_embeddings
+    clear_error(lambda: model.encode(torch.tensor(ids)),
+                f"src holds token ids from {low} to {high}", f"ids 0..{vocab - 1}")
+
+
+def test_token_ids_are_not_read_when_the_lookup_succeeds(monkeypatch):
+    """The README's claim: the checks compare shapes and dtypes and read no tensor. Reading
+    the ids (min/max) would be a full pass, and a GPU synchronisation, on every call."""
+    model = tiny_model()
+    src = torch.randint(3, 12, (2, 5))
+    expected = model.encode(src)
+    reads = []
+    for method in ("min", "max"):
+        real = getattr(torch.Tensor, method)
+        monkeypatch.setattr(torch.Tensor, method, lambda self, *a, _real=real, **k: (
+            reads.append(tuple(self.shape)), _real(self, *a, **k))[1])
+    assert torch.equal(model.encode(src), expected)
+    assert reads == []
+    with pytest.raises(ValueError):
+        model.encode(torch.tensor([[1, 99]]))
+    assert reads  # ...and read once a lookup failed, to name the range
+
+
+# ---------------------------------------------------------------------------------------------
+# The mask rule does not depend on the data: every size from 1 to 6, B == Lq == Lk included
+# ---------------------------------------------------------------------------------------------
+
+SIZES = range(1, 7)
+# The forms the README and notebook 06 document, built with the course's own mask functions,
+# and the forms a learner might misread; each is (name, build(B, Lq, Lk, h)).
+DOCUMENTED = [
+    ("padding (B, 1, 1, Lk)", lambda B, Lq, Lk, h: padding_mask(_tokens(B, Lk), 0)),
+    ("look-ahead (1, 1, Lq, Lk)", lambda B, Lq, Lk, h: causal_mask(Lk)[None, None, Lk - Lq:]),
+    ("combined (B, 1, Lq, Lk)",
+     lambda B, Lq, Lk, h: causal_mask(Lk)[Lk - Lq:] & padding_mask(_tokens(B, Lk), 0)),
+    ("per head (B, h, Lq, Lk)", lambda B, Lq, Lk, h: torch.ones(B, h, Lq, Lk, dtype=torch.bool)),
+    ("shared keys (1, 1, 1, Lk)", lambda B, Lq, Lk, h: torch.ones(1, 1, 1, Lk, dtype=torch.bool)),
+]
+MISREAD = [
+    ("look-ahead without its axes (Lq, Lk)", lambda B, Lq, Lk, h: causal_mask(Lk)[Lk - Lq:]),
+    ("padding without its axes (B, Lk)", lambda B, Lq, Lk, h: padding_mask(_tokens(B, Lk), 0)[:, 0, 0]),
+    ("padding with 3 axes (B, 1, Lk)", lambda B, Lq, Lk, h: padding_mask(_tokens(B, Lk), 0)[:, 0]),
+    ("combined without the head axis (B, Lq, Lk)",
+     lambda B, Lq, Lk, h: (causal_mask(Lk)[Lk - Lq:] & padding_mask(_tokens(B, Lk), 0))[:, 0]),
+    ("keys only (Lk,)", lambda B, Lq, Lk, h: torch.ones(Lk, dtype=torch.bool)),
+    ("5 axes (1, B, 1, 1, Lk)", lambda B, Lq, Lk, h: padding_mask(_tokens(B, Lk), 0)[None]),
+]
+
+
+def _tokens(B, L):
+    """Token ids (B, L) whose sentence i has its last min(i, L - 1) positions padded (id 0)."""
+    tokens = torch.ones(B, L, dtype=torch.long)
+    for i in range(B):
+        tokens[i, L - min(i, L - 1):] = 0
+    return tokens
+
+
+@pytest.mark.parametrize("form", DOCUMENTED + MISREAD, ids=lambda form: form[0])
+def test_a_mask_form_works_or_fails_for_every_size(form):
+    """Cross-attention (Lq queries over Lk keys) through MultiHeadAttention, the attention
+    function on (B, h, Lq, d_k) inputs and a decoder layer: a documented form works for every
+    B, Lq, Lk in 1..6; a misread form fails for every one, with a message naming the shape."""
+    name, build = form
+    mha, layer = MultiHeadAttention(D_MODEL, HEADS), DecoderLayer(D_MODEL, HEADS, 16)
+    documented = form in DOCUMENTED
+    for B in SIZES:
+        for Lq in SIZES:
+            for Lk in range(Lq, 7):  # a look-ahead mask needs Lk >= Lq (a KV cache's rows)
+                mask = build(B, Lq, Lk, HEADS)
+                xq, xk = torch.randn(B, Lq, D_MODEL), torch.randn(B, Lk, D_MODEL)
+                q, k = torch.randn(B, HEADS, Lq, 4), torch.randn(B, HEADS, Lk, 4)
+                calls = [("MultiHeadAttention", lambda: mha(xq, xk, xk, mask)),
+                         ("attention", lambda: scaled_dot_product_attention(q, k, k, mask)),
+                         ("DecoderLayer", lambda: layer(xq, xk, None, mask))]
+                for where, call in calls:
+                    if documented:
+                        assert torch.isfinite(call()[0] if where == "attention" else call()).all()
+                        continue
+                    with pytest.raises(ValueError) as error:
+                        call()
+                    assert str(tuple(mask.shape)) in str(error.value), (name, B, Lq, Lk, where)
 
 
 def test_translate_normalises_case_and_final_punctuation(shipped):
@@ -409,12 +484,8 @@ def broadcasts(shape, target):
 
 def legal(shape, scores):
     """The course's contract for a mask over attention scores ``(B, [h,] Lq, Lk)``: bool, with
-    2 axes (Lq, Lk) or as many as the scores, broadcasting to them, none empty; and a 2-D mask
-    must not start with the batch size (that is a padding mask missing its axes)."""
-    batch = scores[0]
-    if 0 in shape or (len(shape) == 2 and batch > 1 and shape[0] == batch):
-        return False
-    return len(shape) in (2, len(scores)) and broadcasts(shape, scores)
+    as many axes as the scores, broadcasting to them, none empty."""
+    return 0 not in shape and len(shape) == len(scores) and broadcasts(shape, scores)
 
 
 def targets(B, Lq, Lk):
@@ -456,7 +527,7 @@ def targets(B, Lq, Lk):
         ("beam_search", lambda m: beam_search(model, src[:1], 2, 2, BOS, EOS, m),
          lambda s: legal(s, (1, HEADS, 1, S))),
         ("torch_attn_mask", lambda m: torch_attn_mask(m, B, HEADS, query_len=Lq),
-         lambda s: len(s) in (2, 4) and legal(s, four(Lq, s[-1]))),
+         lambda s: legal(s, four(Lq, s[-1]))),
         ("torch_key_padding_mask", torch_key_padding_mask,
          lambda s: len(s) == 4 and s[1] == s[2] == 1 and 0 not in s),
         ("exercises.masked_softmax",

@@ -313,3 +313,11 @@ def test_batches_cover_an_epoch_and_repeat(corpus):
     assert all(torch.equal(a.src, b.src) for a, b in zip(epoch, again, strict=True))
     with pytest.raises(ValueError, match="batch_size"):
         next(batches(encoded, 0))
+
+
+def test_an_endless_loop_over_no_pairs_raises_at_once():
+    """``repeat=True`` over an empty list would spin forever without yielding."""
+    with pytest.raises(ValueError, match=r"repeat=True needs at least one pair, got 0 pairs "
+                                         r"\(batch_size=4\)"):
+        next(batches([], 4, repeat=True))
+    assert list(batches([], 4)) == []  # one pass over nothing: simply no batch

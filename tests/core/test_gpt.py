@@ -19,6 +19,7 @@ from helpers.gpt import (
     ablation,
     apply_rope,
     continuation_batch,
+    continuation_batches,
     filter_logits,
     generate,
     joint_vocab,
@@ -154,6 +155,39 @@ def test_a_small_ablation_runs_every_variant_and_seed(corpus):
     for r in rows:
         assert 0 <= r["exact_match"] <= 100 and r["final_loss"] > 0 and r["seconds"] > 0
     assert rows[0]["final_loss"] != rows[1]["final_loss"]  # the seeds differ
+
+
+@pytest.mark.parametrize("steps", [3, 30])
+def test_ablation_final_loss_is_the_mean_of_the_last_losses(corpus, monkeypatch, steps):
+    """``final_loss`` is the mean of the last min(20, steps) training losses, read here from the
+    losses the real training returned (fewer than 20 steps used to be divided by 20)."""
+    import helpers.gpt as gpt
+
+    seen = []
+
+    def recording(*args, **kwargs):
+        model, vocab, losses = real(*args, **kwargs)
+        seen.append(list(losses))
+        return model, vocab, losses
+
+    real = gpt.train_gpt
+    monkeypatch.setattr(gpt, "train_gpt", recording)
+    variants = {"post-norm (2017)": VARIANTS["post-norm (2017)"]}
+    (row,) = ablation(corpus, variants, seeds=(0,), steps=steps, batch_size=8, **SMALL)
+    (losses,) = seen
+    assert len(losses) == steps
+    last = losses[-min(20, steps):]
+    assert row["final_loss"] == pytest.approx(sum(last) / len(last), rel=1e-12)
+    assert row["final_loss"] > 1.0  # a few steps from random weights: far above 0
+
+
+def test_continuation_batches_with_too_few_pairs_raise_at_once(corpus):
+    vocab = joint_vocab(corpus.src_vocab, corpus.tgt_vocab)
+    with pytest.raises(ValueError, match=r"batch_size=8 needs between 1 and len\(pairs\) = 5"):
+        next(continuation_batches(corpus.train[:5], vocab, 8))
+    with pytest.raises(ValueError, match=r"batch_size=0"):
+        next(continuation_batches(corpus.train[:5], vocab, 0))
+    assert len(next(continuation_batches(corpus.train[:5], vocab, 5)).tokens) == 5
 
 
 def test_the_shipped_ablation_is_what_the_runner_writes():

@@ -94,8 +94,8 @@ def test_decoder_layer_matches_torch(norm_first):
     x, memory = torch.randn(2, T, D_MODEL), torch.randn(2, S, D_MODEL)
     src = torch.tensor([[5] * 5 + [0, 0], [5] * 7])
     memory_mask = padding_mask(src, 0)
-    out = ours(x, memory, causal_mask(T), memory_mask)
-    ref = theirs(x, memory, tgt_mask=torch_attn_mask(causal_mask(T), 2, HEADS),
+    out = ours(x, memory, causal_mask(T)[None, None], memory_mask)
+    ref = theirs(x, memory, tgt_mask=torch_attn_mask(causal_mask(T)[None, None], 2, HEADS),
                  memory_key_padding_mask=torch_key_padding_mask(memory_mask))
     assert max_err(out, ref) <= TOL
 
@@ -119,7 +119,7 @@ def test_decoder_stack_matches_torch(norm_first):
     theirs = to_torch(ours)
     assert isinstance(theirs, nn.TransformerDecoder) and (theirs.norm is None) == (not norm_first)
     x, memory = torch.randn(3, 4, D_MODEL), torch.randn(3, 6, D_MODEL)
-    out = ours(x, memory, causal_mask(4))
+    out = ours(x, memory, causal_mask(4)[None, None])
     ref = theirs(x, memory, tgt_mask=~causal_mask(4))
     assert max_err(out, ref) <= TOL
 

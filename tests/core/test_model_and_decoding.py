@@ -54,12 +54,12 @@ def test_decoder_is_causal():
 def test_given_tgt_mask_is_used_as_is():
     model = tiny_model()
     src, tgt = torch.randint(3, 12, (1, 6)), torch.randint(3, 12, (1, 5))
-    full = torch.ones(5, 5, dtype=torch.bool)  # no causal part: earlier outputs see the future
+    full = torch.ones(1, 1, 5, 5, dtype=torch.bool)  # no causal part: earlier outputs see the future
     changed = tgt.clone()
     changed[0, -1] = (tgt[0, -1] + 1 - 3) % 9 + 3
     diff = (model(src, tgt, tgt_mask=full) - model(src, changed, tgt_mask=full))[:, 0]
     assert diff.abs().max() > 1e-4
-    assert torch.allclose(model(src, tgt, tgt_mask=causal_mask(5)), model(src, tgt), atol=1e-6)
+    assert torch.allclose(model(src, tgt, tgt_mask=causal_mask(5)[None, None]), model(src, tgt), atol=1e-6)
 
 
 def test_source_padding_invariance():

@@ -196,7 +196,7 @@ def test_other_spellings_of_a_bug_get_its_hint(run_check, name, fn, shown):
 def test_causal_mask_on_the_memory_written_with_causal_mask_gets_its_hint(run_check):
     """``causal_mask(T)`` on the memory only runs when S == T; the hint comes anyway."""
     def learner(x, memory, w_q, w_k, w_v, memory_mask=None):
-        mask = causal_mask(x.shape[1])
+        mask = causal_mask(x.shape[1])[None]  # (1, T, T) for the scores (B, T, S)
         if memory_mask is not None:
             mask = mask & memory_mask
         return my_cross_attention(x, memory, w_q, w_k, w_v, mask)
