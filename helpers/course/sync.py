@@ -49,7 +49,7 @@ MANIFEST = {
     "06_masks": [("masks", ["causal_mask", "padding_mask"])],
     "07_decoder": [("layers", ["DecoderLayer"]), ("layers", ["Decoder"])],
     "08_transformer": [("model", ["TransformerConfig", "PAPER"]), ("model", ["init_weights"]),
-                       ("model", ["TransformerParts"]), ("model", ["Transformer"])],
+                       ("model", ["Transformer"])],
     "09_training": [("training", ["label_smoothed_nll"]),
                     ("training", ["transformer_lr", "warmup_schedule"])],
     "10_decoding": [("decoding", ["greedy_decode"]),
