@@ -49,7 +49,7 @@ MANIFEST = {
                    ("layers", ["layer_stack", "Encoder"])],
     "06_masks": [("masks", ["causal_mask"], "causal_mask"),
                  ("masks", ["padding_mask"], "padding_mask")],
-    "07_decoder": [("layers", ["DecoderLayer"]), ("layers", ["Decoder"])],
+    "07_decoder": [("layers", ["DecoderLayer"], "decoder_layer"), ("layers", ["Decoder"])],
     "08_transformer": [("model", ["TransformerConfig", "PAPER"]), ("model", ["init_weights"]),
                        ("model", ["Transformer"])],
     "09_training": [("training", ["label_smoothed_nll"]),
