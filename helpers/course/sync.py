@@ -51,7 +51,7 @@ MANIFEST = {
                  ("masks", ["padding_mask"], "padding_mask")],
     "07_decoder": [("layers", ["DecoderLayer"], "decoder_layer"), ("layers", ["Decoder"])],
     "08_transformer": [("model", ["TransformerConfig", "PAPER"]), ("model", ["init_weights"]),
-                       ("model", ["Transformer"])],
+                       ("model", ["Transformer"], "transformer_decode")],
     "09_training": [("training", ["label_smoothed_nll"]),
                     ("training", ["transformer_lr", "warmup_schedule"])],
     "10_decoding": [("decoding", ["greedy_decode"]),
