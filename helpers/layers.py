@@ -93,17 +93,26 @@ class DecoderLayer(nn.Module):
         self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model) for _ in range(3))
         self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
 
+    def _self_attention(self, x, mask):
+        return self.dropout1(self.self_attn(x, x, x, mask))
+
+    def _cross_attention(self, x, memory, mask):  # queries from x, keys and values from memory
+        return self.dropout2(self.cross_attn(x, memory, memory, mask))
+
+    def _feed_forward(self, x):
+        return self.dropout3(self.feed_forward(x))
+
     def forward(self, x, memory, tgt_mask=None, memory_mask=None):
         """``x (B, T, d_model)``, ``memory (B, S, d_model)`` -> ``(B, T, d_model)``; ``tgt_mask``
         broadcasts to ``(B, h, T, T)``, ``memory_mask`` to ``(B, h, T, S)``."""
-        sublayers = [  # the three sub-layers, each with dropout on its output (section 5.4)
-            lambda y: self.dropout1(self.self_attn(y, y, y, tgt_mask)),
-            lambda y: self.dropout2(self.cross_attn(y, memory, memory, memory_mask)),  # queries y
-            lambda y: self.dropout3(self.feed_forward(y))]
-        for sublayer, norm in zip(sublayers, (self.norm1, self.norm2, self.norm3), strict=True):
-            # pre-norm: x + Sublayer(LN(x)); post-norm (the paper): LN(x + Sublayer(x))
-            x = (x + sublayer(norm(x))) if self.norm_first else norm(x + sublayer(x))
-        return x
+        if self.norm_first:  # pre-norm: x + Sublayer(LayerNorm(x))
+            x = x + self._self_attention(self.norm1(x), tgt_mask)
+            x = x + self._cross_attention(self.norm2(x), memory, memory_mask)
+            return x + self._feed_forward(self.norm3(x))
+        # post-norm (the paper): LayerNorm(x + Sublayer(x))
+        x = self.norm1(x + self._self_attention(x, tgt_mask))
+        x = self.norm2(x + self._cross_attention(x, memory, memory_mask))
+        return self.norm3(x + self._feed_forward(x))
 
 
 def layer_stack(make_layer, n: int) -> nn.ModuleList:

@@ -45,9 +45,10 @@ def init_weights(model: nn.Module) -> None:
             nn.init.xavier_uniform_(p)
 
 
-class TransformerParts(nn.Module):
-    """The modules of a :class:`Transformer`, named as in notebook 08's ``ModuleDict``; with
-    ``tie_weights`` one matrix is the target embedding and the output projection (section 3)."""
+class Transformer(nn.Module):
+    """Embeddings + positions -> encoder -> decoder -> projection to the target vocabulary. The
+    modules are named as in notebook 08's ``ModuleDict``; with ``tie_weights`` one matrix is the
+    target embedding and the output projection (section 3.4 of the paper)."""
 
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model=PAPER.d_model,
                  num_heads=PAPER.num_heads, num_layers=PAPER.num_layers, d_ff=PAPER.d_ff,
@@ -68,10 +69,6 @@ class TransformerParts(nn.Module):
         init_weights(self)
         if tie_weights:  # one matrix, two uses (section 3.4)
             self.generator.weight = self.tgt_embed.weight
-
-
-class Transformer(TransformerParts):
-    """Embeddings + positions -> encoder -> decoder -> projection to the target vocabulary."""
 
     def embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str) -> torch.Tensor:
         """Token ids ``(B, L)`` -> ``embedding(tokens) * sqrt(d_model)`` plus positions."""
