@@ -14,6 +14,7 @@ module              what it holds                               notebook
 ``data``            vocabularies, padded batches                 09
 ``training``        label smoothing, warm-up, the training loop  09
 ``decoding``        greedy decoding, beam search, the KV cache   10
+``ablation``        removing attention heads (``zero_head``)     11
 ``interop``         conversion to PyTorch's own modules          05, 07, 08
 ``gpt``             a decoder-only model, sampling, RMSNorm,     12
                     SwiGLU, rotary positions, the ablation

@@ -156,52 +156,25 @@ def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: in
     return ys
 
 
-def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: int,
-                eos_id: int, src_mask=None, length_penalty: float = 0.0) -> list:
-    """Beam search for one sentence ``(1, S)`` -> up to ``beam_size`` ``(tokens, score)``, best
-    first; tokens without BOS, ``score = sum(log p) / len(tokens) ** length_penalty``."""
-    src = src[None] if src.dim() == 1 else src  # (S,) -> (1, S)
-    check_beam_source(model, src, src_mask, max_len, beam_size)
-    finished = []  # (tokens, score), set aside by _beam_candidates
-    with eval_mode(model):
-        memory = model.encode(src, src_mask)  # (1, S, d_model)
-        tokens = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (n, t)
-        sums = torch.zeros(1, device=src.device)  # (n,) summed log-probabilities
-        cache = KVCache(len(model.decoder.layers))
-        for step in range(1, max_len + 1):
-            logits = decode_step(model, tokens[:, -1:], memory.expand(len(tokens), -1, -1), cache,
-                                 src_mask)  # (n, 1, V)
-            rows, chosen, kept_sums = _beam_candidates(sums, logits[:, -1].log_softmax(-1), tokens,
-                step, max_len, beam_size, eos_id, length_penalty, finished)  # steps 1 and 2
-            if not rows or _cannot_improve(finished, kept_sums, beam_size, length_penalty):
-                break
-            index = torch.tensor(rows, device=src.device)
-            tokens = torch.cat([tokens[index], torch.tensor(chosen, device=src.device)[:, None]], 1)
-            sums = torch.tensor(kept_sums, device=src.device)  # (n,) for the n kept hypotheses
-            cache.reorder(index)
-    return sorted(finished, key=lambda pair: pair[1], reverse=True)[:beam_size]
-
-
-def _beam_candidates(sums, log_probs, tokens, step, max_len, beam_size, eos_id, length_penalty,
-                     finished) -> tuple:
-    """One step of :func:`beam_search`: the best ``beam_size + n`` of the ``n * V`` candidates,
-    best first; those ending with EOS (or at ``max_len``) go to ``finished`` if among the
-    ``beam_size`` best, the others fill the new beam. Returns its rows, tokens and sums."""
+def beam_step(sums, log_probs, beam_size: int, eos_id: int, last_step: bool = False) -> tuple:
+    """One step of beam search over ``n`` hypotheses: ``sums (n,)`` their summed
+    log-probabilities, ``log_probs (n, V)`` their next-token log-probabilities. A candidate is
+    ``(row, token, sum)``. Returns ``(ended, kept)``, two lists of candidates, best first:
+    ``ended``, those among the ``beam_size`` best of all that end a hypothesis (``eos_id``, or
+    any token at the ``last_step``); ``kept``, the ``beam_size`` best of the others."""
     n, V = log_probs.shape
-    candidates = (sums[:, None] + log_probs).flatten()  # (n * V,)
-    # at most n candidates end with EOS, so n + beam_size always leave enough others
+    candidates = (sums[:, None] + log_probs).flatten()  # (n * V,) log p(prefix + token)
+    # at most n candidates end with EOS, so the best beam_size + n hold beam_size others
     top_sums, top_index = candidates.topk(min(beam_size + n, n * V))
-    rows, chosen, kept_sums = [], [], []
+    ended, kept = [], []
     for rank, (s, i) in enumerate(zip(top_sums.tolist(), top_index.tolist(), strict=True)):
         row, token = divmod(i, V)
-        if token == eos_id or step == max_len:
-            if rank < beam_size:
-                finished.append((tokens[row, 1:].tolist() + [token], s / step ** length_penalty))
-        elif len(rows) < beam_size:
-            rows.append(row)
-            chosen.append(token)
-            kept_sums.append(s)
-    return rows, chosen, kept_sums
+        if token == eos_id or last_step:
+            if rank < beam_size:  # an ending outside the beam_size best would be pruned
+                ended.append((row, token, s))
+        elif len(kept) < beam_size:
+            kept.append((row, token, s))
+    return ended, kept
 
 
 def _cannot_improve(finished, unfinished_sums, beam_size, length_penalty) -> bool:
@@ -211,3 +184,32 @@ def _cannot_improve(finished, unfinished_sums, beam_size, length_penalty) -> boo
         return False
     kth_best = sorted((s for _, s in finished), reverse=True)[beam_size - 1]
     return kth_best >= max(unfinished_sums)
+
+
+def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: int,
+                eos_id: int, src_mask=None, length_penalty: float = 0.0) -> list:
+    """Beam search for one sentence ``(1, S)`` -> up to ``beam_size`` ``(tokens, score)``, best
+    first; tokens without BOS, ``score = sum(log p) / len(tokens) ** length_penalty``."""
+    src = src[None] if src.dim() == 1 else src  # (S,) -> (1, S)
+    check_beam_source(model, src, src_mask, max_len, beam_size)
+    finished = []  # (tokens, score) of the hypotheses that ended
+    with eval_mode(model):
+        memory = model.encode(src, src_mask)  # (1, S, d_model)
+        tokens = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (n, t)
+        sums = torch.zeros(1, device=src.device)  # (n,) summed log-probabilities
+        cache = KVCache(len(model.decoder.layers))
+        for step in range(1, max_len + 1):  # step = the length of the new hypotheses
+            logits = decode_step(model, tokens[:, -1:], memory.expand(len(tokens), -1, -1), cache,
+                                 src_mask)  # (n, 1, V)
+            ended, kept = beam_step(sums, logits[:, -1].log_softmax(-1), beam_size, eos_id,
+                                    last_step=step == max_len)
+            finished += [(tokens[row, 1:].tolist() + [token], s / step ** length_penalty)
+                         for row, token, s in ended]  # the length counts EOS
+            if not kept or _cannot_improve(finished, [s for *_, s in kept], beam_size,
+                                           length_penalty):
+                break
+            rows, chosen, sums = (torch.tensor(column, device=src.device)
+                                  for column in zip(*kept))  # (n,) each, n <= beam_size
+            tokens = torch.cat([tokens[rows], chosen[:, None]], dim=1)  # (n, t + 1)
+            cache.reorder(rows)  # row i of the cache belongs to the new hypothesis i
+    return sorted(finished, key=lambda pair: pair[1], reverse=True)[:beam_size]

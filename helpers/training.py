@@ -5,8 +5,9 @@ The pieces, in the order notebook 09 builds them:
 * :func:`label_smoothed_nll`: cross-entropy with label smoothing (section 5.4 of the paper);
 * :func:`transformer_lr`, :func:`warmup_schedule`, :func:`make_optimizer`: Adam with the
   paper's warm-up learning rate (section 5.3, equation 3);
-* :func:`train`: a training loop that knows nothing about translation: it takes a model, an
-  iterable of batches and a ``loss_fn(model, batch)``;
+* :func:`train_step`, :func:`train`: one optimisation step, and a training loop over them that
+  knows nothing about translation: it takes a model, an iterable of batches and a
+  ``loss_fn(model, batch)``;
 * :func:`translation_loss`: teacher forcing on a :class:`helpers.data.Batch`;
 * :func:`save_checkpoint`, :func:`load_checkpoint`: config + vocabularies + weights in one file.
 
@@ -89,19 +90,38 @@ def make_optimizer(model: torch.nn.Module, d_model: int, warmup: int, scale: flo
     return optimizer, scheduler
 
 
+def train_step(model: torch.nn.Module, batch, loss_fn: Callable, optimizer, scheduler=None,
+               clip_norm: Optional[float] = 1.0) -> float:
+    """One optimisation step on ``batch``; returns its loss (a float, before the update).
+
+    ``loss_fn(model, batch)`` returns a 0-d loss; ``clip_norm=None``: no clipping. A loss of inf
+    or NaN raises a ``ValueError`` before the update, so the weights stay as they were.
+    """
+    optimizer.zero_grad(set_to_none=True)  # backward() adds to .grad: clear the last step's
+    loss = loss_fn(model, batch)
+    if not math.isfinite(loss.item()):  # before the update spreads it into every weight
+        raise ValueError(f"the loss is {loss.item()}: inf or NaN in the inputs, a log of 0, or a "
+                         "learning rate so high that training diverged; the model keeps the "
+                         "weights of the step before")
+    loss.backward()
+    if clip_norm is not None:  # the gradients that optimizer.step() is about to apply
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    optimizer.step()
+    if scheduler is not None:
+        scheduler.step()  # after the update: it sets the rate of the next one
+    return loss.item()
+
+
 def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, scheduler=None,
           max_steps: Optional[int] = None, clip_norm: Optional[float] = 1.0,
           max_seconds: Optional[float] = None, device=None, progress: bool = True,
           on_step: Optional[Callable[[int, float], None]] = None) -> list:
-    """Run optimisation steps and return the loss of every step (a list of floats).
-
-    Each step: ``loss = loss_fn(model, batch)``, backward, clip the gradients' global norm to
-    ``clip_norm`` (``None``: no clipping), ``optimizer.step()``, ``scheduler.step()``.
-    Stops when ``batches`` runs out, after ``max_steps`` steps or after ``max_seconds``
-    seconds, whichever comes first. ``device``: batches are moved there with ``.to(device)``.
-    ``on_step(step, loss)`` is called after every step (e.g. to draw a live loss plot).
-    The model trains in training mode (dropout on) and gets its previous mode back at the end.
-    A loss of inf or NaN stops training with a ``ValueError`` before it reaches the weights.
+    """Run :func:`train_step` on each of ``batches`` and return the loss of every step (a list
+    of floats). Stops when ``batches`` runs out, after ``max_steps`` steps or after
+    ``max_seconds`` seconds, whichever comes first. ``device``: batches are moved there with
+    ``.to(device)``. ``on_step(step, loss)`` is called after every step (e.g. to draw a live
+    loss plot). The model trains in training mode (dropout on) and gets its previous mode back
+    at the end. A loss of inf or NaN stops training with a ``ValueError`` naming the step.
     """
     was_training, history = model.training, []
     model.train()
@@ -111,21 +131,10 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
         for step, batch in enumerate(batches, start=1):
             if device is not None:
                 batch = batch.to(device)
-            loss = loss_fn(model, batch)
-            value = loss.item()
-            if not math.isfinite(value):  # before the update spreads it into every weight
-                raise ValueError(
-                    f"train: the loss is {value} at step {step}: inf or NaN in the inputs, a "
-                    "log of 0, or a learning rate so high that training diverged; the model "
-                    "keeps the weights of the step before")
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if clip_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-            optimizer.step()
-            if scheduler is not None:
-                scheduler.step()
-            history.append(value)
+            try:
+                history.append(train_step(model, batch, loss_fn, optimizer, scheduler, clip_norm))
+            except ValueError as error:  # a clear message (ours), with the step it happened at
+                raise ValueError(f"train, step {step}: {error}") from None
             bar.update(1)
             bar.set_postfix(loss=f"{history[-1]:.3f}", refresh=False)
             if on_step is not None:

@@ -52,16 +52,19 @@ MANIFEST = {
     "07_decoder": [("layers", ["DecoderLayer"], "decoder_layer"), ("layers", ["Decoder"])],
     "08_transformer": [("model", ["TransformerConfig", "PAPER"]), ("model", ["init_weights"]),
                        ("model", ["Transformer"], "transformer_decode")],
-    "09_training": [("training", ["label_smoothed_nll"]),
-                    ("training", ["transformer_lr", "warmup_schedule"])],
-    "10_decoding": [("decoding", ["greedy_decode"]),
-                    ("decoding", ["_beam_candidates"]),
+    "09_training": [("training", ["label_smoothed_nll"], "label_smoothed_nll"),
+                    ("training", ["transformer_lr", "warmup_schedule"], "transformer_lr"),
+                    ("training", ["train_step"], "train_step")],
+    "10_decoding": [("decoding", ["greedy_decode"], "greedy_decode"),
+                    ("decoding", ["beam_step"], "beam_step"),
                     ("decoding", ["_cannot_improve"]),
-                    ("decoding", ["beam_search"]),
+                    ("decoding", ["beam_search"], "beam_search"),
                     ("decoding", ["KVCache"]),
                     ("decoding", ["_keys_values", "_attend"]),
-                    ("decoding", ["cached_decoder_layer"]),
+                    ("decoding", ["cached_decoder_layer"], "kv_cache_decode"),
                     ("decoding", ["decode_step"])],
+    "11_inspecting_attention": [("ablation", ["zero_head"], "zero_head"),
+                                ("ablation", ["ablated"])],
     "12_decoder_only": [("gpt", ["gpt_block"]), ("gpt", ["filter_logits"]),
                         ("gpt", ["rms_norm", "RMSNorm"]), ("gpt", ["SwiGLU"]),
                         ("gpt", ["rope_angles", "apply_rope"])],
@@ -82,8 +85,9 @@ NOT_TAUGHT = {
     "decoding.eval_mode": "eval mode plus torch.no_grad, restored afterwards; notebook 10 says so",
     "data": "vocabularies and padded batches: notebook 09 shows what they produce (tokens, ids, "
             "padded batches, masks), not their code",
-    "training": "besides label smoothing and the warm-up schedule: the generic loop, the "
-                "teacher-forcing loss and checkpoints, described and used in notebook 09",
+    "training": "besides label smoothing, the warm-up schedule and the training step: the "
+                "loop around the step, the teacher-forcing loss and checkpoints, described and "
+                "used in notebook 09",
     "gpt": "besides the block, the modern parts and the sampling filter: the model class, the "
            "continuation batches, generation with the KV cache and the ablation runner, "
            "described and used in notebook 12",

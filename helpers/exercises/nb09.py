@@ -1,6 +1,6 @@
-"""Notebook 09's exercises: the warm-up learning rate (``transformer_lr``),
-label-smoothed cross-entropy (``label_smoothed_nll``) and one optimisation step in the right
-order (``train_step``, with T4-T6).
+"""Notebook 09's exercises, in its order: label-smoothed cross-entropy
+(``label_smoothed_nll``), the warm-up learning rate (``transformer_lr``) and one optimisation
+step in the right order (``train_step``, with T4-T6).
 """
 
 import numbers
@@ -10,20 +10,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from ..training import label_smoothed_nll, transformer_lr
+from ..training import label_smoothed_nll, train_step, transformer_lr
 from .compare import is_blank
 from .engine import Case, Exercise, NumberCase, Pitfall, randn, tensor_reference
 
-
-def train_step(model, batch, loss_fn, optimizer, scheduler, clip_norm):
-    """One optimisation step, in the order of ``helpers.training.train``; returns the loss."""
-    optimizer.zero_grad()  # gradients add up in .grad: clear the last step's
-    loss = loss_fn(model, batch)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)  # before the update uses them
-    optimizer.step()
-    scheduler.step()  # after optimizer.step(): the next step gets the next rate
-    return loss.item()
 
 # ----------------------------------------------------------------------------------------------
 # Buggy variants, each with the learner's signature

@@ -1,9 +1,8 @@
-"""Notebook 10's exercises: one step of beam search (``beam_step``), the
-length-penalised score (``length_penalized_score``), with the decoding bugs D1 and D2 as buggy
-variants, the whole of greedy decoding (``greedy_decode``, D5-D7) on a small model, and the
-KV cache's decoder layer (``kv_cache_decode``: cached == uncached, D8, D9), and the whole of
-beam search (``beam_search``: D1, D2, D10, D11). The buggy whole decoders, and the small random
-model the cases decode with, are in ``nb10_variants.py``.
+"""Notebook 10's exercises, in its order: greedy decoding (``greedy_decode``, D5-D7) on a small
+model, one step of beam search (``beam_step``: D1, D2, D10 and the rules of an ending), the
+whole of beam search (``beam_search``: D1, D2, D10, D11) and the KV cache's decoder layer
+(``kv_cache_decode``: cached == uncached, D8, D9). The buggy whole decoders, and the small
+random model the cases decode with, are in ``nb10_variants.py``.
 """
 
 import math
@@ -15,156 +14,109 @@ from .. import decoding
 from ..decoding import (
     KVCache,
     beam_search,
+    beam_step,
     cached_decoder_layer,
     eval_mode,
     greedy_decode,
 )
 from ..masks import padding_mask
-from .engine import Case, Exercise, NumberCase, Pitfall, randn
+from .engine import Case, Exercise, Pitfall, randn
 from .nb10_variants import BeamCase, beam_with, cached_layer_with, greedy_with, small_model
 
 # ----------------------------------------------------------------------------------------------
-# References (shown by solution())
+# beam_step: buggy variants with the learner's signature, and the cases
 # ----------------------------------------------------------------------------------------------
 
-def beam_step(sums: torch.Tensor, log_probs: torch.Tensor, finished: torch.Tensor,
-              beam_size: int, eos_id: int):
-    """One step of beam search over ``n`` hypotheses: the ``beam_size`` best continuations.
-
-    ``sums (n,)`` are the hypotheses' summed log-probabilities, ``log_probs (n, V)`` the model's
-    next-token log-probabilities, ``finished (n,)`` True where a hypothesis already ended with
-    EOS: it is not extended, it competes as it is (token ``eos_id``, score unchanged). Returns
-    ``(rows, tokens, scores)``, each ``(beam_size,)``, best first: which hypothesis each
-    candidate extends, the token it adds and its new summed log-probability. The best are
-    chosen over all ``n * V`` candidates at once, not per hypothesis.
-    """
-    candidates = sums[:, None] + log_probs  # (n, V): log p(prefix) + log p(token | prefix)
-    stay = torch.full_like(log_probs, float("-inf"))
-    stay[:, eos_id] = sums  # a finished hypothesis has one candidate: itself
-    candidates = torch.where(finished[:, None], stay, candidates)
-    scores, index = candidates.flatten().topk(beam_size)  # (n * V,) -> (beam_size,), sorted
-    V = log_probs.shape[-1]
-    return index // V, index % V, scores
+def _ranked(scores, count, row=None):
+    """The ``count`` best ``(row, token, score)`` of an ``(n, V)`` table (of its row ``row``
+    only, if given), best first."""
+    table = scores if row is None else scores[row:row + 1]
+    top, index = table.flatten().topk(min(count, table.numel()))
+    V = scores.shape[-1]
+    return [(i // V if row is None else row, i % V, s)
+            for s, i in zip(top.tolist(), index.tolist(), strict=True)]
 
 
-def length_penalized_score(log_probs: torch.Tensor, alpha: float) -> torch.Tensor:
-    """``sum(log p) / L ** alpha`` for the ``L`` token log-probabilities of one hypothesis
-    (EOS included). ``alpha = 0`` is the plain sum, ``alpha = 1`` the mean log-probability."""
-    return log_probs.sum() / log_probs.shape[-1] ** alpha
+def _step_with(scores=lambda sums, log_probs: sums[:, None] + log_probs, window=None,
+               per_hypothesis=False, obey_last_step=True, eos_ends=True, eos_kept=True,
+               rank_limit=True):
+    """``beam_step`` with one mistake: another score (D1, or not cumulative), only the
+    ``beam_size`` best looked at (``window``), the best of each hypothesis on its own (D10), the
+    last step treated as any other, an EOS candidate left in the beam or dropped (D2), or an
+    ending counted outside the ``beam_size`` best (``rank_limit=False``)."""
+
+    def step(sums, log_probs, beam_size, eos_id, last_step=False):
+        table = scores(sums, log_probs)  # (n, V)
+        n = table.shape[0]
+        if per_hypothesis:  # each hypothesis keeps its own best ceil(beam_size / n)
+            ranked = sorted((c for row in range(n) for c in
+                             _ranked(table, -(-beam_size // n), row)), key=lambda c: -c[2])
+        else:
+            ranked = _ranked(table, beam_size + n if window is None else window(beam_size, n))
+        last_step = last_step and obey_last_step
+        ended, kept = [], []
+        for rank, (row, token, s) in enumerate(ranked):
+            if (token == eos_id and eos_ends) or last_step:
+                if rank < beam_size or not rank_limit:
+                    ended.append((row, token, s))
+            elif token == eos_id and not eos_kept:
+                continue  # D2: dropped, neither ended nor kept
+            elif len(kept) < beam_size:
+                kept.append((row, token, s))
+        return ended, kept
+
+    return step
 
 
-# ----------------------------------------------------------------------------------------------
-# Buggy variants, each with the learner's signature
-# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _BeamStepCase(Case):
+    """``beam_step``'s two lists of ``(row, token, sum)`` as tensors: for each list the
+    ``(m, 2)`` rows and tokens, and the ``(m,)`` sums."""
 
-def _beam_candidates(sums, log_probs, finished, eos_id, extend_finished=False,
-                     drop_finished=False):
-    candidates = sums[:, None] + log_probs
-    if extend_finished:
-        return candidates
-    stay = torch.full_like(log_probs, float("-inf"))
-    if not drop_finished:
-        stay[:, eos_id] = sums
-    return torch.where(finished[:, None], stay, candidates)
+    def run(self, fn):
+        result = super().run(fn)
+        try:
+            ended, kept = result
+            out = []
+            for candidates in (ended, kept):
+                triples = [(int(row), int(token), float(s)) for row, token, s in candidates]
+                out.append(torch.tensor([t[:2] for t in triples], dtype=torch.long).reshape(-1, 2))
+                out.append(torch.tensor([t[2] for t in triples], dtype=torch.float32))
+        except (TypeError, ValueError, RuntimeError):
+            return result  # None, a string, a tensor...: reported as it is
+        return tuple(out)
 
-
-def _beam_pick(candidates, beam_size):
-    scores, index = candidates.flatten().topk(beam_size)
-    V = candidates.shape[-1]
-    return index // V, index % V, scores
-
-
-def _beam_probabilities_added(sums, log_probs, finished, beam_size, eos_id):
-    """D1: probabilities added instead of log-probabilities."""
-    probs = sums.exp()[:, None] + log_probs.exp()
-    stay = torch.full_like(probs, float("-inf"))
-    stay[:, eos_id] = sums.exp()
-    return _beam_pick(torch.where(finished[:, None], stay, probs), beam_size)
-
-
-def _beam_probabilities_multiplied(sums, log_probs, finished, beam_size, eos_id):
-    """D1: probabilities multiplied: the right order until they underflow to 0."""
-    probs = sums.exp()[:, None] * log_probs.exp()
-    stay = torch.full_like(probs, float("-inf"))
-    stay[:, eos_id] = sums.exp()
-    return _beam_pick(torch.where(finished[:, None], stay, probs), beam_size)
-
-
-def _beam_log_probs_multiplied(sums, log_probs, finished, beam_size, eos_id):
-    """D1: log-probabilities multiplied, as if they were probabilities."""
-    candidates = sums[:, None] * log_probs
-    stay = torch.full_like(log_probs, float("-inf"))
-    stay[:, eos_id] = sums
-    return _beam_pick(torch.where(finished[:, None], stay, candidates), beam_size)
-
-
-def _beam_extends_finished(sums, log_probs, finished, beam_size, eos_id):
-    """D2: finished hypotheses extended like the others."""
-    return _beam_pick(_beam_candidates(sums, log_probs, finished, eos_id, True), beam_size)
-
-
-def _beam_drops_finished(sums, log_probs, finished, beam_size, eos_id):
-    """D2: finished hypotheses dropped."""
-    return _beam_pick(_beam_candidates(sums, log_probs, finished, eos_id, drop_finished=True),
-                      beam_size)
-
-
-def _beam_per_hypothesis(sums, log_probs, finished, beam_size, eos_id):
-    """The best continuations of each hypothesis on its own (ceil(beam_size / n) each)."""
-    candidates = _beam_candidates(sums, log_probs, finished, eos_id)
-    n, V = candidates.shape
-    scores, tokens = candidates.topk(min(-(-beam_size // n), V), dim=-1)  # (n, per_row)
-    rows = torch.arange(n)[:, None].expand_as(tokens)
-    order = scores.flatten().argsort(descending=True)[:beam_size]
-    return rows.flatten()[order], tokens.flatten()[order], scores.flatten()[order]
-
-
-def _beam_not_cumulative(sums, log_probs, finished, beam_size, eos_id):
-    """The new token's log-probability alone, without the hypothesis' sum."""
-    zeros = torch.zeros_like(sums)
-    return _beam_pick(_beam_candidates(zeros, log_probs, finished, eos_id), beam_size)
-
-
-def _score_with(reduce):
-    def score(log_probs, alpha):
-        return reduce(log_probs, alpha, log_probs.shape[-1])
-    return score
-
-
-# ----------------------------------------------------------------------------------------------
-# Test cases
-# ----------------------------------------------------------------------------------------------
 
 def _beam_step_cases(g):
-    def case(label, sums, V, finished, beam_size, eos_id=2, spread=2.0):
-        sums = torch.tensor(sums)
-        log_probs = (spread * randn(g, len(sums), V)).log_softmax(dim=-1)
-        return Case(f"{label}; n={len(sums)}, V={V}, beam_size={beam_size}",
-                    (sums, log_probs, torch.tensor(finished), beam_size, eos_id))
+    def case(label, sums, log_probs, beam_size, last_step=False):
+        n, V = log_probs.shape
+        return _BeamStepCase(f"{label}; n={n}, V={V}, beam_size={beam_size}",
+                             (torch.tensor(sums), log_probs, beam_size, 2),  # EOS is id 2
+                             {"last_step": last_step})
+
+    def table(n, V, spread=2.0, eos_shift=0.0):
+        logits = spread * randn(g, n, V)
+        logits[:, 2] += eos_shift  # EOS made less (or more) likely
+        return logits.log_softmax(dim=-1)
+
+    def by_hand(*rows):  # rows of probabilities -> log-probabilities
+        return torch.tensor(rows).log()
 
     return [
-        case("the first step (one hypothesis, sum 0)", [0.0], 9, [False], 3),
-        case("three hypotheses, none finished", [-0.5, -1.0, -4.0], 8, [False] * 3, 3),
-        case("one hypothesis far ahead of the others", [-0.1, -6.0, -7.0], 7, [False] * 3, 3,
-             spread=0.5),
-        case("a finished hypothesis with the best score", [-1.0, -2.0, -2.5], 6,
-             [True, False, False], 3),
-        case("long hypotheses (sums near -800: probabilities underflow)",
-             [-800.0, -801.0], 7, [False, False], 4),
-    ]
-
-
-def _length_penalty_cases(g):
-    def case(label, L, alpha, scale=1.5):
-        log_probs = (scale * randn(g, L, 10)).log_softmax(dim=-1)[:, 0]  # (L,) all <= 0
-        return NumberCase(f"{label}: L={L}, alpha={alpha}", (log_probs, alpha))
-
-    return [
-        case("a short hypothesis", 5, 0.6),
-        case("alpha = 0: the plain sum", 6, 0.0),
-        case("alpha = 1: the mean", 4, 1.0),
-        case("one token", 1, 0.6),
-        case("a long hypothesis (the product of probabilities underflows)", 400, 0.7, scale=6.0),
+        case("the first step (one hypothesis, sum 0)", [0.0], table(1, 9, eos_shift=-4.0), 3),
+        case("three hypotheses, none ends", [-0.5, -1.0, -4.0], table(3, 8, eos_shift=-6.0), 3),
+        case("one hypothesis far ahead of the others", [-0.1, -6.0, -7.0],
+             table(3, 7, spread=0.5, eos_shift=-4.0), 3),
+        # best first: row 1 + token 1, row 0 + EOS, row 0 + token 0, row 0 + token 3
+        case("an <eos> among the 2 best: it ends, 2 others are kept", [-0.5, -0.3],
+             by_hand([0.3, 0.05, 0.5, 0.1, 0.05], [0.01, 0.97, 0.01, 0.005, 0.005]), 2),
+        # best first: row 0 + token 0, row 1 + token 1, row 1 + EOS, row 0 + token 1
+        case("an <eos> ranked third, with beam_size 2", [-0.2, -0.4],
+             by_hand([0.9, 0.03, 0.01, 0.03, 0.03], [0.05, 0.6, 0.3, 0.025, 0.025]), 2),
+        case("the last step: the 3 best all end, whatever their token", [-0.5, -1.0, -1.5],
+             table(3, 6, eos_shift=-1.0), 3, last_step=True),
+        case("long hypotheses (sums near -800: probabilities underflow)", [-800.0, -801.0],
+             table(2, 7, eos_shift=-6.0), 4),
     ]
 
 
@@ -264,51 +216,43 @@ EXERCISES: dict[str, Exercise] = {
         reference=beam_step,
         make_cases=_beam_step_cases,
         sources=(beam_step,),
-        outputs=("rows", "tokens", "scores"),
+        outputs=("ended (row, token)", "ended sums", "kept (row, token)", "kept sums"),
         pitfalls=(
-            Pitfall("D1", "probabilities added", _beam_probabilities_added, _HINT_D1),
-            Pitfall("D1", "probabilities multiplied", _beam_probabilities_multiplied,
+            Pitfall("D1", "probabilities added",
+                    _step_with(lambda sums, lp: sums.exp()[:, None] + lp.exp()), _HINT_D1),
+            Pitfall("D1", "probabilities multiplied",
+                    _step_with(lambda sums, lp: sums.exp()[:, None] * lp.exp()),
                     "multiplying probabilities is right in theory, but after a few hundred tokens "
                     "the products underflow to 0 and every candidate ties: " + _HINT_D1),
-            Pitfall("D1", "log-probabilities multiplied", _beam_log_probs_multiplied,
+            Pitfall("D1", "log-probabilities multiplied",
+                    _step_with(lambda sums, lp: sums[:, None] * lp),
                     "log turns products into sums: log p(prefix + token) = sums + log_probs, "
                     "not sums * log_probs."),
-            Pitfall("D2", "finished hypotheses extended", _beam_extends_finished,
-                    "a finished hypothesis (it ended with EOS) must not grow: it competes as it "
-                    "is, with one candidate (token eos_id, score unchanged)."),
-            Pitfall("D2", "finished hypotheses dropped", _beam_drops_finished,
-                    "do not throw finished hypotheses away: they compete as they are (token "
-                    "eos_id, score unchanged), and may well be the best."),
-            Pitfall(None, "best continuations per hypothesis", _beam_per_hypothesis,
-                    "choose the beam_size best candidates over ALL n * V continuations at once "
-                    "(flatten, then topk): one strong hypothesis may supply several of them."),
-            Pitfall(None, "scores not cumulative", _beam_not_cumulative,
-                    "a candidate's score is the hypothesis' sum PLUS the new token's "
+            Pitfall("D2", "an ending kept in the beam", _step_with(eos_ends=False),
+                    "a candidate whose token is eos_id is a finished translation: it goes to "
+                    "ended (if among the beam_size best), never into kept, where it would grow "
+                    "past its end."),
+            Pitfall("D2", "endings dropped", _step_with(eos_ends=False, eos_kept=False),
+                    "do not throw the candidates that end with eos_id away: those among the "
+                    "beam_size best go to ended, and may well be the best translation."),
+            Pitfall("D10", "best candidates per hypothesis", _step_with(per_hypothesis=True),
+                    "rank the candidates of all hypotheses together (flatten the (n, V) table, "
+                    "then topk): one strong hypothesis may supply every survivor."),
+            Pitfall(None, "sums not cumulative",
+                    _step_with(lambda sums, lp: lp),
+                    "a candidate's sum is its hypothesis' sum PLUS the new token's "
                     "log-probability (sums[:, None] + log_probs), not the new token's alone."),
-        ),
-    ),
-    "length_penalized_score": Exercise(
-        reference=length_penalized_score,
-        make_cases=_length_penalty_cases,
-        sources=(length_penalized_score,),
-        outputs=("score",),
-        pitfalls=(
-            Pitfall("D1", "probabilities summed",
-                    _score_with(lambda lp, a, L: lp.exp().sum() / L ** a), _HINT_D1),
-            Pitfall("D1", "probabilities multiplied",
-                    _score_with(lambda lp, a, L: lp.exp().prod() / L ** a),
-                    "the product of probabilities underflows to 0 for long hypotheses: "
-                    + _HINT_D1),
-            Pitfall(None, "no length penalty", _score_with(lambda lp, a, L: lp.sum()),
-                    "divide the sum by L ** alpha (L tokens, EOS included): only alpha = 0 leaves "
-                    "the plain sum."),
-            Pitfall(None, "multiplied by the length",
-                    _score_with(lambda lp, a, L: lp.sum() * L ** a),
-                    "divide by L ** alpha: the sum is negative and grows with L, and dividing is "
-                    "what lifts long hypotheses."),
-            Pitfall(None, "always the mean", _score_with(lambda lp, a, L: lp.sum() / L),
-                    "the exponent alpha matters: sum / L ** alpha (alpha = 1 only gives the "
-                    "mean)."),
+            Pitfall(None, "only the beam_size best looked at",
+                    _step_with(window=lambda beam_size, n: beam_size),
+                    "the beam must still get beam_size hypotheses when some of the best "
+                    "candidates end: look further down the ranking than beam_size (at most n "
+                    "candidates can end, one per hypothesis)."),
+            Pitfall(None, "an ending outside the beam_size best", _step_with(rank_limit=False),
+                    "a candidate that ends counts only if it is among the beam_size best "
+                    "candidates of all: one ranked lower would have been pruned."),
+            Pitfall(None, "the last step treated as any other", _step_with(obey_last_step=False),
+                    "at the last step (last_step=True) every candidate ends, whatever its token: "
+                    "the beam_size best go to ended, and kept is empty."),
         ),
     ),
     "greedy_decode": Exercise(
@@ -346,7 +290,7 @@ EXERCISES: dict[str, Exercise] = {
     "beam_search": Exercise(
         reference=beam_search,
         make_cases=_beam_cases,
-        sources=(beam_search, decoding._beam_candidates, decoding._cannot_improve),
+        sources=(beam_search, beam_step, decoding._cannot_improve),
         outputs=("tokens", "scores"),
         pitfalls=(
             Pitfall("D1", "probabilities added", beam_with(probabilities=True), _HINT_D1),

@@ -4,6 +4,7 @@
 
 import torch
 
+from ..ablation import zero_head
 from .engine import Case, Exercise, Pitfall
 
 # ----------------------------------------------------------------------------------------------
@@ -45,15 +46,6 @@ def _alignment_cases(gen: torch.Generator) -> list:
     return [Case("5 target x 7 source words", (weights(5, 7),)),
             Case("7 target x 4 source words", (weights(7, 4),)),
             Case("4 x 4, a reordering", (torch.eye(4)[[0, 2, 1, 3]] * 0.7 + 0.075,))]
-
-
-def zero_head(merged: torch.Tensor, head: int, num_heads: int) -> torch.Tensor:
-    """``merged (B, L, d_model)``, the heads side by side as ``merge_heads`` leaves them (the
-    input of ``w_o``) -> a copy with the ``d_k`` features of head ``head`` set to 0."""
-    d_k = merged.shape[-1] // num_heads  # head i owns features i * d_k ... (i + 1) * d_k - 1
-    out = merged.clone()
-    out[..., head * d_k:(head + 1) * d_k] = 0
-    return out
 
 
 def _zero_head_cases(gen: torch.Generator) -> list:

@@ -259,7 +259,7 @@ def test_train_stops_at_the_first_non_finite_loss():
         return m.generator.weight.sum() * float("nan")
 
     clear_error(lambda: train(model, [None] * 3, nan_loss, optimizer, progress=False),
-                "loss is nan at step 1", kind=ValueError)
+                "train, step 1: the loss is nan", kind=ValueError)
     assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
 
 

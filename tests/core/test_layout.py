@@ -10,9 +10,10 @@ HELPERS = Path(__file__).resolve().parents[2] / "helpers"
 # The 2017 Transformer and what trains and saves it: what notebooks 01-10 build.
 CORE = ["__init__", "attention", "checks", "data", "decoding", "interop", "layers", "masks",
         "model", "positional", "training", "utils"]
-# helpers/*.py beyond the core: the benchmark, and the two notebooks past the paper. The
-# subpackages (course, exercises, figures, translation) are the course around the model.
-BEYOND = ["bench", "distributed", "gpt"]
+# helpers/*.py beyond the core: the benchmark, notebook 11's head ablation, and the two
+# notebooks past the paper. The subpackages (course, exercises, figures, translation) are the
+# course around the model.
+BEYOND = ["ablation", "bench", "distributed", "gpt"]
 MODULES = sorted(HELPERS.rglob("*.py"))
 
 
@@ -26,7 +27,7 @@ def test_every_top_level_module_is_core_or_named_beyond_it():
 
 def test_the_core_is_about_1500_lines():
     sizes = {name: lines(HELPERS / f"{name}.py") for name in CORE}
-    assert sum(sizes.values()) <= 1550, sizes
+    assert sum(sizes.values()) <= 1600, sizes  # train_step and beam_step moved in (issue 23)
 
 
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(HELPERS)))

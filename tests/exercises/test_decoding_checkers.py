@@ -108,3 +108,43 @@ def test_every_beam_bug_changes_some_case():
             ref, bug = case.run(exercise.reference), case.run(pitfall.variant)
             changed.append(ref[0].shape != bug[0].shape or not torch.equal(ref[0], bug[0]))
         assert any(changed), pitfall.name
+
+
+def beam_search_from_the_exercise_text(model, src, beam_size, max_len, bos_id, eos_id,
+                                       src_mask=None, length_penalty=0.0, count_eos=True):
+    """Correct, as notebook 10's exercise describes it: beam_step at each step, hypotheses as
+    Python lists, no KV cache, no early stop (``count_eos=False``: the length of a finished
+    hypothesis leaves its EOS out, against the exercise's rule)."""
+    from helpers.decoding import beam_step
+
+    model.eval()
+    beam, finished = [([], 0.0)], []
+    with torch.no_grad():
+        memory = model.encode(src, src_mask)
+        for t in range(1, max_len + 1):
+            prefixes = torch.tensor([[bos_id, *tokens] for tokens, _ in beam])
+            logits = model.decode(prefixes, memory.expand(len(beam), -1, -1), src_mask)
+            sums = torch.tensor([s for _, s in beam])
+            ended, kept = beam_step(sums, logits[:, -1].log_softmax(-1), beam_size, eos_id,
+                                    last_step=t == max_len)
+            for row, token, s in ended:
+                length = t if count_eos or token != eos_id else max(t - 1, 1)
+                finished.append((beam[row][0] + [token], s / length ** length_penalty))
+            beam = [(beam[row][0] + [token], s) for row, token, s in kept]
+            if not beam:
+                break
+    return sorted(finished, key=lambda pair: -pair[1])[:beam_size]
+
+
+def test_beam_search_written_from_the_exercise_text_passes(run_check):
+    ok, out = run_check("beam_search", beam_search_from_the_exercise_text)
+    assert ok is True, out
+
+
+def test_beam_search_whose_length_leaves_out_eos_fails(run_check):
+    """The exercise says the length counts the <eos>; a search that does not count it fails."""
+    def search(*args, **kwargs):
+        return beam_search_from_the_exercise_text(*args, **kwargs, count_eos=False)
+
+    ok, out = run_check("beam_search", search)
+    assert ok is False and out.startswith("❌ beam_search: ")

@@ -103,7 +103,7 @@ def test_the_static_map_agrees_with_the_modules():
 TAUGHT_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.interop": 3,
              "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8, "helpers.data": 9,
              "helpers.training": 9, "helpers.translation": 9, "tqdm": 9, "sacrebleu": 9,
-             "helpers.decoding": 10}
+             "helpers.decoding": 10, "helpers.ablation": 11}
 LOADED_AFTER_EACH_NOTEBOOK = """
 import contextlib, io, json, sys
 import torch  # which loads tqdm itself (torch.hub), not tqdm.auto
@@ -241,9 +241,9 @@ ID_HINTS = [
     ("T6", "train_step", "clip before optimizer.step()"),
     ("D1", "beam_step", "work with log-probabilities"),
     ("D1", "beam_step", "log turns products into sums"),
-    ("D1", "length_penalized_score", "work with log-probabilities"),
-    ("D2", "beam_step", "a finished hypothesis (it ended with EOS) must not grow"),
-    ("D2", "beam_step", "do not throw finished hypotheses away"),
+    ("D2", "beam_step", "is a finished translation: it goes to ended"),
+    ("D2", "beam_step", "do not throw the candidates that end with eos_id away"),
+    ("D10", "beam_step", "rank the candidates of all hypotheses together"),
     ("D5", "greedy_decode", "the next token comes from the last position's logits"),
     ("D6", "greedy_decode", "after EOS a row only gets padding"),
     ("D7", "greedy_decode", "the output starts with BOS"),
@@ -360,10 +360,12 @@ def test_another_exception_is_a_failure_naming_it(run_check, name):
 # Exercises whose compared output is assembled by the case from what the learner's function did
 # (train_step returns one loss per call, the case collects losses, weights and learning rate;
 # kv_cache_decode returns one layer's output, the case decodes with it and collects the logits;
-# beam_search returns a list of (tokens, score) that the case turns into tensors):
+# beam_step and beam_search return lists of candidates or (tokens, score) that the case turns
+# into tensors):
 # altering the function's return value cannot change the shape or dtype of that output.
 # tests/exercises/test_train_step_checker.py and test_decoding_checkers.py cover them.
-RETURNED = [name for name in NAMES if name not in ("train_step", "kv_cache_decode", "beam_search")]
+RETURNED = [name for name in NAMES
+            if name not in ("train_step", "kv_cache_decode", "beam_step", "beam_search")]
 
 
 @pytest.mark.parametrize("name", RETURNED)

@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from helpers.attention import MultiHeadAttention
+from helpers.decoding import beam_step
 from helpers.exercises.compare import same
 from helpers.exercises.engine import _call, lookup
 from helpers.exercises.nb01 import masked_softmax
@@ -21,7 +22,6 @@ from helpers.exercises.nb04 import feed_forward
 from helpers.exercises.nb05 import embed_tokens, residual_sublayer
 from helpers.exercises.nb07 import cross_attention, shift_right
 from helpers.exercises.nb08 import output_projection, total_parameters
-from helpers.exercises.nb10 import beam_step, length_penalized_score
 from helpers.layers import EncoderLayer, FeedForward, LayerNorm
 from helpers.masks import causal_mask, padding_mask
 from helpers.model import Transformer
@@ -126,6 +126,19 @@ def my_label_smoothed_nll(logits, labels, epsilon, ignore_index):
                            ignore_index=ignore_index)
 
 
+def my_beam_step(sums, log_probs, beam_size, eos_id, last_step=False):
+    """Every candidate in a sorted Python list, tensors in the tuples."""
+    V = log_probs.shape[1]
+    everything = sorted(((sums[row] + log_probs[row, token], row, token)
+                         for row in range(len(sums)) for token in range(V)),
+                        key=lambda c: c[0].item(), reverse=True)
+    ended = [(torch.tensor(row), torch.tensor(token), total)
+             for total, row, token in everything[:beam_size] if token == eos_id or last_step]
+    kept = [(row, token, total) for total, row, token in everything
+            if token != eos_id and not last_step][:beam_size]
+    return ended, kept
+
+
 def real_model_count(*sizes, tie_weights=False):
     """Parameters of the real model, built on the meta device (no memory, no initialisation)."""
     d_model, num_heads, d_ff, num_layers, src_vocab, tgt_vocab = sizes
@@ -160,7 +173,7 @@ def real_model_count(*sizes, tie_weights=False):
     ("transformer_lr", transformer_lr),  # returns a float
     ("transformer_lr", lambda s, d, w: min(1 / math.sqrt(s), s / w ** 1.5) / math.sqrt(d)),
     ("label_smoothed_nll", my_label_smoothed_nll),
-    ("length_penalized_score", lambda lp, alpha: float(lp.sum()) / len(lp) ** alpha),
+    ("beam_step", my_beam_step),
     ("zero_head", lambda x, head, h: (x.unflatten(-1, (h, -1))  # (B, L, h, d_k), a mask
                                       * (torch.arange(h) != head)[:, None]).flatten(-2)),
 ])
@@ -394,24 +407,40 @@ def test_label_smoothed_nll_equals_f_cross_entropy_on_every_case():
 
 
 def test_beam_step_by_hand():
+    """Two hypotheses, three tokens (EOS = 2): the candidates by hand, best first."""
     sums = torch.tensor([-1.0, -0.5])
     log_probs = torch.log(torch.tensor([[0.5, 0.3, 0.2], [0.1, 0.1, 0.8]]))
-    rows, tokens, scores = beam_step(sums, log_probs, torch.tensor([False, True]), 2, eos_id=2)
-    # the finished hypothesis (row 1) stays at -0.5; row 0's best token 0 gives -1 + log 0.5
-    assert rows.tolist() == [1, 0] and tokens.tolist() == [2, 0]
-    torch.testing.assert_close(scores, torch.tensor([-0.5, -1.0 + torch.log(torch.tensor(0.5))]))
+    lp = log_probs.tolist()
+    # best first: row 1 + EOS -0.72, row 0 + 0 -1.69, row 0 + 1 -2.20, row 0 + EOS -2.61, ...
+    ended, kept = beam_step(sums, log_probs, 2, eos_id=2)
+    assert [(r, t) for r, t, _ in ended] == [(1, 2)]
+    assert [(r, t) for r, t, _ in kept] == [(0, 0), (0, 1)]  # the beam is still full
+    assert [s for *_, s in kept] == pytest.approx([-1.0 + lp[0][0], -1.0 + lp[0][1]])
+    ended, kept = beam_step(sums, log_probs, 1, eos_id=2)  # width 1: EOS is the best
+    assert [(r, t) for r, t, _ in ended] == [(1, 2)] and [(r, t) for r, t, _ in kept] == [(0, 0)]
+    ended, kept = beam_step(sums, log_probs, 2, eos_id=2, last_step=True)
+    assert [(r, t) for r, t, _ in ended] == [(1, 2), (0, 0)] and kept == []
 
 
 def test_beam_step_first_step_is_a_plain_topk():
     log_probs = torch.randn(1, 11).log_softmax(-1)
-    rows, tokens, scores = beam_step(torch.zeros(1), log_probs, torch.tensor([False]), 4, 2)
+    log_probs[0, 2] = -30.0  # EOS (id 2) out of reach
+    ended, kept = beam_step(torch.zeros(1), log_probs, 4, 2)
     top = log_probs[0].topk(4)
-    assert rows.tolist() == [0] * 4 and tokens.tolist() == top.indices.tolist()
-    torch.testing.assert_close(scores, top.values)
+    assert ended == [] and [r for r, _, _ in kept] == [0] * 4
+    assert [t for _, t, _ in kept] == top.indices.tolist()
+    assert [s for *_, s in kept] == pytest.approx(top.values.tolist())
 
 
-def test_length_penalized_score_by_hand():
-    log_probs = torch.tensor([-1.0, -2.0, -3.0, -2.0])
-    assert length_penalized_score(log_probs, 0.0).item() == pytest.approx(-8.0)
-    assert length_penalized_score(log_probs, 1.0).item() == pytest.approx(-2.0)
-    assert length_penalized_score(log_probs, 0.5).item() == pytest.approx(-4.0)
+def test_beam_step_cases_show_what_their_labels_say():
+    cases = {case.label.split(";")[0]: case for case in lookup("beam_step").cases()}
+    ended, _, kept, _ = cases["an <eos> among the 2 best: it ends, 2 others are kept"].run(
+        beam_step)
+    assert ended.tolist() == [[0, 2]] and len(kept) == 2
+    ended, _, kept, _ = cases["an <eos> ranked third, with beam_size 2"].run(beam_step)
+    sums, log_probs, *_ = cases["an <eos> ranked third, with beam_size 2"].args
+    third = (sums[:, None] + log_probs).flatten().topk(3).indices[2].item()
+    assert divmod(third, 5)[1] == 2 and len(ended) == 0 and len(kept) == 2
+    ended, _, kept, _ = cases["the last step: the 3 best all end, whatever their token"].run(
+        beam_step)
+    assert len(ended) == 3 and (ended[:, 1] != 2).any() and len(kept) == 0

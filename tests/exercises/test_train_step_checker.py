@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from helpers.exercises.nb09 import train_step
+from helpers.training import train_step
 
 
 def step_written_differently(model, batch, loss_fn, optimizer, scheduler, clip_norm):

@@ -17,7 +17,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # The core: what a learner reads (not the course's scaffolding: exercises, figures, course,
 # bench; nor the toy task it learns, translation).
 CORE = ["attention", "checks", "data", "decoding", "interop", "layers", "masks", "model",
-        "positional", "training", "utils", "gpt"]
+        "positional", "training", "utils", "ablation", "gpt"]
 
 
 def test_every_marked_cell_equals_helpers():
