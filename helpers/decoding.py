@@ -111,10 +111,13 @@ def cached_decoder_layer(layer, x, memory, memory_mask, cache: KVCache, i: int):
             cache.cross_kv[i] = _keys_values(layer.cross_attn, memory)
         return _attend(layer.cross_attn, y, *cache.cross_kv[i], memory_mask)
 
-    sublayers = (self_attention, cross_attention, layer.feed_forward)
-    for sublayer, norm in zip(sublayers, (layer.norm1, layer.norm2, layer.norm3), strict=True):
-        x = (x + sublayer(norm(x))) if layer.norm_first else norm(x + sublayer(x))  # as notebook 07
-    return x
+    if layer.norm_first:  # pre-norm, as DecoderLayer.forward (notebook 07)
+        x = x + self_attention(layer.norm1(x))
+        x = x + cross_attention(layer.norm2(x))
+        return x + layer.feed_forward(layer.norm3(x))
+    x = layer.norm1(x + self_attention(x))  # post-norm
+    x = layer.norm2(x + cross_attention(x))
+    return layer.norm3(x + layer.feed_forward(x))
 
 
 def decode_step(model: Transformer, tokens, memory, cache: KVCache, src_mask=None):
