@@ -11,6 +11,8 @@ a *reference cell*: its first line is ``#@title Reference answer: <exercise>`` (
 title of a form and hides the code), the marker is its second line, and its metadata collapse it
 in both front ends (``cellView: "form"`` for Colab, ``jupyter.source_hidden`` for JupyterLab).
 ``--write`` sets the title and the metadata; ``--check`` reports a reference cell without them.
+A reference that the core has no definition for (a function only an exercise asks for) lives in
+its notebook's exercise module and is marked the same way: ``# helpers/exercises/nb01.py``.
 
 Why this direction (library -> notebook): ``helpers/`` is what the tests, the checkers, later
 notebooks and the benchmark import, and what linters and parity tests read; a marked cell is a
@@ -29,7 +31,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-MARKER = re.compile(r"^# helpers/(\w+)\.py$")
+MARKER = re.compile(r"^# helpers/((?:exercises/)?\w+)\.py$")  # module, or exercises/nbNN
 TITLE = "#@title Reference answer: {}"  # the first line of a reference cell (a Colab form)
 COLLAPSED = {"cellView": "form", "jupyter": {"source_hidden": True}}
 LONG_CELL = 25  # a visible code cell with more lines needs a reason in the markdown above it
@@ -38,13 +40,28 @@ REASON = re.compile(r"\*Why the next cell is long \((\d+) lines\):\*")
 # notebook -> its marked cells in order: (module, names of the definitions the cell holds) or
 # (module, names, the exercise the learner writes before this reference cell)
 MANIFEST = {
-    "01_attention": [("attention", ["scaled_dot_product_attention"])],
-    "02_positional_encoding": [("positional", ["sinusoidal_encoding"]),
-                               ("positional", ["PositionalEncoding"])],
-    "03_multi_head_attention": [("attention", ["split_heads", "merge_heads"]),
-                                ("attention", ["MultiHeadAttention"])],
-    "04_add_norm_and_feed_forward": [("layers", ["layer_norm"]), ("layers", ["LayerNorm"]),
-                                     ("layers", ["FeedForward"])],
+    "01_attention": [
+        ("exercises/nb01", ["masked_softmax"], "masked_softmax"),
+        ("attention", ["scaled_dot_product_attention"], "scaled_dot_product_attention"),
+    ],
+    "02_positional_encoding": [
+        ("positional", ["sinusoidal_encoding"], "sinusoidal_encoding"),
+        ("exercises/nb02", ["add_positional_encoding"], "add_positional_encoding"),
+        ("positional", ["PositionalEncoding"], "add_positional_encoding"),
+        ("exercises/nb02", ["pe_rotation"], "pe_rotation"),
+    ],
+    "03_multi_head_attention": [
+        ("attention", ["split_heads"], "split_heads"),
+        ("attention", ["merge_heads"], "merge_heads"),
+        ("attention", ["MultiHeadAttention"], "multi_head_attention"),
+    ],
+    "04_add_norm_and_feed_forward": [
+        ("layers", ["layer_norm"], "layer_norm"),
+        ("layers", ["LayerNorm"]),
+        ("exercises/nb04", ["feed_forward"], "feed_forward"),
+        ("layers", ["FeedForward"], "feed_forward"),
+        ("exercises/nb04", ["residual_sublayer"], "residual_sublayer"),
+    ],
     "05_encoder": [("layers", ["EncoderLayer"], "encoder_layer"),
                    ("layers", ["layer_stack", "Encoder"])],
     "06_masks": [("masks", ["causal_mask"], "causal_mask"),

@@ -1,14 +1,19 @@
 """Notebook 04's exercises: ``layer_norm`` (with the LayerNorm bugs N1-N5 as buggy
-variants) and ``feed_forward``.
+variants), ``feed_forward``, and one sub-layer with its residual path and LayerNorm, post-norm or
+pre-norm (``residual_sublayer``).
 """
+
+import math
+from typing import Callable
 
 import torch
 
+from ..attention import scaled_dot_product_attention
 from ..layers import FeedForward, layer_norm
 from .engine import Case, Exercise, Pitfall, randn
 
 # ----------------------------------------------------------------------------------------------
-# The reference that helpers/ has no function for (shown by solution())
+# References that helpers/ has no function for (shown by solution())
 # ----------------------------------------------------------------------------------------------
 
 def feed_forward(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor,
@@ -21,6 +26,20 @@ def feed_forward(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.
     """
     hidden = torch.relu(x @ w1 + b1)  # (..., d_ff): the same two layers act on every position
     return hidden @ w2 + b2  # (..., d_model)
+
+
+def residual_sublayer(x: torch.Tensor, sublayer: Callable, norm: Callable,
+                      norm_first: bool) -> torch.Tensor:
+    """One sub-layer with its residual path and LayerNorm (section 3.1 of the paper).
+
+    Post-norm (the paper, ``norm_first=False``): ``norm(x + sublayer(x))``. Pre-norm:
+    ``x + sublayer(norm(x))``. ``EncoderLayer`` in helpers/layers.py (notebook 05) does this
+    twice, with self-attention and then the feed-forward network as the sub-layer (dropout
+    aside).
+    """
+    if norm_first:
+        return x + sublayer(norm(x))  # the residual path carries x itself, never normalised
+    return norm(x + sublayer(x))  # add first, then normalise
 
 
 # ----------------------------------------------------------------------------------------------
@@ -104,6 +123,43 @@ def _ff_transposed_weights(x, w1, b1, w2, b2):
     return torch.relu(x @ w1.T + b1) @ w2.T + b2
 
 
+# Residual sub-layer.
+
+def _residual_layouts_swapped(x, sublayer, norm, norm_first):
+    """Post-norm when norm_first is True and pre-norm when it is False."""
+    return residual_sublayer(x, sublayer, norm, not norm_first)
+
+
+def _residual_always_post(x, sublayer, norm, norm_first):
+    """norm_first ignored: always the paper's post-norm."""
+    return norm(x + sublayer(x))
+
+
+def _residual_always_pre(x, sublayer, norm, norm_first):
+    """norm_first ignored: always pre-norm."""
+    return x + sublayer(norm(x))
+
+
+def _residual_missing(x, sublayer, norm, norm_first):
+    """No residual path: the input is not added back."""
+    return sublayer(norm(x)) if norm_first else norm(sublayer(x))
+
+
+def _residual_added_after_norm(x, sublayer, norm, norm_first):
+    """Post-norm with the residual added after the norm: ``norm(sublayer(x)) + x``."""
+    return x + sublayer(norm(x)) if norm_first else norm(sublayer(x)) + x
+
+
+def _residual_normalised_path(x, sublayer, norm, norm_first):
+    """Pre-norm whose residual path carries norm(x) instead of x."""
+    return norm(x) + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+
+
+def _residual_pre_norm_twice(x, sublayer, norm, norm_first):
+    """Pre-norm that also normalises the sum: ``norm(x + sublayer(norm(x)))``."""
+    return norm(x + sublayer(norm(x))) if norm_first else norm(x + sublayer(x))
+
+
 # ----------------------------------------------------------------------------------------------
 # Test cases (seeded; edge cases chosen so that each buggy variant shows)
 # ----------------------------------------------------------------------------------------------
@@ -132,6 +188,38 @@ def _feed_forward_cases(g):
         Case("d_ff = d_model = 5", (randn(g, 2, 2, 5), *weights(5, 5))),
         Case("length 1", (randn(g, 1, 1, 3), *weights(3, 6))),
     ]
+
+
+def _residual_sublayer_cases(g):
+    def norm_fn(d):  # a LayerNorm with a gain and bias that differ per feature
+        weight, bias = 1 + 0.5 * randn(g, d), 0.5 * randn(g, d)
+        return lambda x: layer_norm(x, weight, bias)
+
+    def ff_fn(d):  # a feed-forward sub-layer, equation (2)
+        w1, b1, w2, b2 = randn(g, d, 2 * d), randn(g, 2 * d), randn(g, 2 * d, d), randn(g, d)
+        return lambda x: feed_forward(x, w1 / math.sqrt(d), b1, w2 / math.sqrt(2 * d), b2)
+
+    def attention_fn(d):  # a single-head self-attention sub-layer
+        wq, wk, wv = (randn(g, d, d) / math.sqrt(d) for _ in range(3))
+        return lambda x: scaled_dot_product_attention(x @ wq, x @ wk, x @ wv)[0]
+
+    return [
+        Case("post-norm (norm_first=False), feed-forward sub-layer",
+             (2 + 3 * randn(g, 2, 4, 6), ff_fn(6), norm_fn(6), False)),
+        Case("pre-norm (norm_first=True), feed-forward sub-layer",
+             (2 + 3 * randn(g, 2, 4, 6), ff_fn(6), norm_fn(6), True)),
+        Case("post-norm, self-attention sub-layer",
+             (2 * randn(g, 2, 5, 8), attention_fn(8), norm_fn(8), False)),
+        Case("pre-norm, self-attention sub-layer",
+             (2 * randn(g, 2, 5, 8), attention_fn(8), norm_fn(8), True)),
+        Case("pre-norm, length 1", (1 + randn(g, 1, 1, 4), ff_fn(4), norm_fn(4), True)),
+    ]
+
+
+_HINT_POST = ("post-norm (norm_first=False, the paper) adds first, then normalises: "
+              "norm(x + sublayer(x)).")
+_HINT_PRE = ("pre-norm (norm_first=True) normalises the sub-layer's input and adds the raw x: "
+             "x + sublayer(norm(x)).")
 
 
 EXERCISES: dict[str, Exercise] = {
@@ -179,6 +267,31 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall(None, "transposed weights", _ff_transposed_weights,
                     "check the shapes: w1 is (d_model, d_ff) and w2 is (d_ff, d_model), so use "
                     "x @ w1 (nn.Linear stores the transpose and computes x @ W.T)."),
+        ),
+    ),
+    "residual_sublayer": Exercise(
+        reference=residual_sublayer,
+        make_cases=_residual_sublayer_cases,
+        sources=(residual_sublayer,),
+        pitfalls=(
+            Pitfall(None, "layouts swapped", _residual_layouts_swapped,
+                    "the two layouts are swapped: norm_first=True is pre-norm, x + "
+                    "sublayer(norm(x)); norm_first=False is the paper's post-norm, norm(x + "
+                    "sublayer(x))."),
+            Pitfall(None, "always post-norm", _residual_always_post,
+                    "norm_first is ignored: " + _HINT_PRE),
+            Pitfall(None, "always pre-norm", _residual_always_pre,
+                    "norm_first is ignored: " + _HINT_POST),
+            Pitfall(None, "no residual path", _residual_missing,
+                    "add the input x back: the residual path is what the sub-layer's output is "
+                    "added to (x + ...)."),
+            Pitfall(None, "residual added after the norm", _residual_added_after_norm,
+                    "the residual is added after the norm: " + _HINT_POST),
+            Pitfall(None, "normalised residual path", _residual_normalised_path,
+                    "the residual path carries x itself, not norm(x): " + _HINT_PRE),
+            Pitfall(None, "pre-norm normalises the sum", _residual_pre_norm_twice,
+                    "pre-norm leaves the sum un-normalised (the stack's final LayerNorm does that "
+                    "once): " + _HINT_PRE),
         ),
     ),
 }

@@ -1,21 +1,18 @@
-"""Notebook 05's exercises: the encoder's input (``embed_tokens``), one sub-layer with
-its residual path and LayerNorm (``residual_sublayer``), and the learner's ``EncoderLayer.forward``
-(``encoder_layer``), checked with the reference's weights (L1, L2, L3).
+"""Notebook 05's exercises: the encoder's input (``embed_tokens``) and the learner's
+``EncoderLayer.forward`` (``encoder_layer``), checked with the reference's weights (L1, L2, L3).
+(One sub-layer with its residual path and LayerNorm, ``residual_sublayer``, is notebook 04's.)
 """
 
 import math
-from typing import Callable
 
 import torch
 
-from ..attention import scaled_dot_product_attention
-from ..layers import EncoderLayer, layer_norm
+from ..layers import EncoderLayer
 from ..positional import sinusoidal_encoding
 from .engine import Case, Exercise, ModuleCase, Pitfall, randn
-from .nb04 import feed_forward
 
 # ----------------------------------------------------------------------------------------------
-# References (shown by solution())
+# The reference (shown by solution())
 # ----------------------------------------------------------------------------------------------
 
 def embed_tokens(tokens: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
@@ -28,19 +25,6 @@ def embed_tokens(tokens: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor) -
     d_model = weight.shape[1]  # the width of a row; weight.shape[0] is the vocabulary size
     x = weight[tokens] * math.sqrt(d_model)  # (B, L, d_model): scale the tokens only (section 3.4)
     return x + pe[:tokens.shape[1]]  # the first L positions (rows), broadcast over the batch
-
-
-def residual_sublayer(x: torch.Tensor, sublayer: Callable, norm: Callable,
-                      norm_first: bool) -> torch.Tensor:
-    """One sub-layer with its residual path and LayerNorm (section 3.1 of the paper).
-
-    Post-norm (the paper, ``norm_first=False``): ``norm(x + sublayer(x))``. Pre-norm:
-    ``x + sublayer(norm(x))``. ``EncoderLayer`` in helpers/layers.py does this twice, with
-    self-attention and then the feed-forward network as the sub-layer (dropout aside).
-    """
-    if norm_first:
-        return x + sublayer(norm(x))  # the residual path carries x itself, never normalised
-    return norm(x + sublayer(x))  # add first, then normalise
 
 
 # ----------------------------------------------------------------------------------------------
@@ -77,41 +61,6 @@ def _embed_pe_sliced_on_features(tokens, weight, pe):
     return weight[tokens] * math.sqrt(weight.shape[1]) + pe[:, :tokens.shape[1]]
 
 
-def _residual_layouts_swapped(x, sublayer, norm, norm_first):
-    """Post-norm when norm_first is True and pre-norm when it is False."""
-    return residual_sublayer(x, sublayer, norm, not norm_first)
-
-
-def _residual_always_post(x, sublayer, norm, norm_first):
-    """norm_first ignored: always the paper's post-norm."""
-    return norm(x + sublayer(x))
-
-
-def _residual_always_pre(x, sublayer, norm, norm_first):
-    """norm_first ignored: always pre-norm."""
-    return x + sublayer(norm(x))
-
-
-def _residual_missing(x, sublayer, norm, norm_first):
-    """No residual path: the input is not added back."""
-    return sublayer(norm(x)) if norm_first else norm(sublayer(x))
-
-
-def _residual_added_after_norm(x, sublayer, norm, norm_first):
-    """Post-norm with the residual added after the norm: ``norm(sublayer(x)) + x``."""
-    return x + sublayer(norm(x)) if norm_first else norm(sublayer(x)) + x
-
-
-def _residual_normalised_path(x, sublayer, norm, norm_first):
-    """Pre-norm whose residual path carries norm(x) instead of x."""
-    return norm(x) + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
-
-
-def _residual_pre_norm_twice(x, sublayer, norm, norm_first):
-    """Pre-norm that also normalises the sum: ``norm(x + sublayer(norm(x)))``."""
-    return norm(x + sublayer(norm(x))) if norm_first else norm(x + sublayer(x))
-
-
 # ----------------------------------------------------------------------------------------------
 # Test cases
 # ----------------------------------------------------------------------------------------------
@@ -129,37 +78,6 @@ def _embed_tokens_cases(g):
         case("d_model=64, L=7, V=20", 2, 7, 20, 64, 10),
     ]
 
-
-def _residual_sublayer_cases(g):
-    def norm_fn(d):  # a LayerNorm with a gain and bias that differ per feature
-        weight, bias = 1 + 0.5 * randn(g, d), 0.5 * randn(g, d)
-        return lambda x: layer_norm(x, weight, bias)
-
-    def ff_fn(d):  # a feed-forward sub-layer, equation (2)
-        w1, b1, w2, b2 = randn(g, d, 2 * d), randn(g, 2 * d), randn(g, 2 * d, d), randn(g, d)
-        return lambda x: feed_forward(x, w1 / math.sqrt(d), b1, w2 / math.sqrt(2 * d), b2)
-
-    def attention_fn(d):  # a single-head self-attention sub-layer
-        wq, wk, wv = (randn(g, d, d) / math.sqrt(d) for _ in range(3))
-        return lambda x: scaled_dot_product_attention(x @ wq, x @ wk, x @ wv)[0]
-
-    return [
-        Case("post-norm (norm_first=False), feed-forward sub-layer",
-             (2 + 3 * randn(g, 2, 4, 6), ff_fn(6), norm_fn(6), False)),
-        Case("pre-norm (norm_first=True), feed-forward sub-layer",
-             (2 + 3 * randn(g, 2, 4, 6), ff_fn(6), norm_fn(6), True)),
-        Case("post-norm, self-attention sub-layer",
-             (2 * randn(g, 2, 5, 8), attention_fn(8), norm_fn(8), False)),
-        Case("pre-norm, self-attention sub-layer",
-             (2 * randn(g, 2, 5, 8), attention_fn(8), norm_fn(8), True)),
-        Case("pre-norm, length 1", (1 + randn(g, 1, 1, 4), ff_fn(4), norm_fn(4), True)),
-    ]
-
-
-_HINT_POST = ("post-norm (norm_first=False, the paper) adds first, then normalises: "
-              "norm(x + sublayer(x)).")
-_HINT_PRE = ("pre-norm (norm_first=True) normalises the sub-layer's input and adds the raw x: "
-             "x + sublayer(norm(x)).")
 
 # ----------------------------------------------------------------------------------------------
 # encoder_layer: the reference's forward with one thing wrong (also used by nb07)
@@ -234,31 +152,6 @@ EXERCISES: dict[str, Exercise] = {
                     "(weight.shape[0] is the vocabulary size)."),
             Pitfall("P4", "pe sliced on the features", _embed_pe_sliced_on_features,
                     "slice positions, not features: pe[:L] takes the first L rows."),
-        ),
-    ),
-    "residual_sublayer": Exercise(
-        reference=residual_sublayer,
-        make_cases=_residual_sublayer_cases,
-        sources=(residual_sublayer,),
-        pitfalls=(
-            Pitfall(None, "layouts swapped", _residual_layouts_swapped,
-                    "the two layouts are swapped: norm_first=True is pre-norm, x + "
-                    "sublayer(norm(x)); norm_first=False is the paper's post-norm, norm(x + "
-                    "sublayer(x))."),
-            Pitfall(None, "always post-norm", _residual_always_post,
-                    "norm_first is ignored: " + _HINT_PRE),
-            Pitfall(None, "always pre-norm", _residual_always_pre,
-                    "norm_first is ignored: " + _HINT_POST),
-            Pitfall(None, "no residual path", _residual_missing,
-                    "add the input x back: the residual path is what the sub-layer's output is "
-                    "added to (x + ...)."),
-            Pitfall(None, "residual added after the norm", _residual_added_after_norm,
-                    "the residual is added after the norm: " + _HINT_POST),
-            Pitfall(None, "normalised residual path", _residual_normalised_path,
-                    "the residual path carries x itself, not norm(x): " + _HINT_PRE),
-            Pitfall(None, "pre-norm normalises the sum", _residual_pre_norm_twice,
-                    "pre-norm leaves the sum un-normalised (the stack's final LayerNorm does that "
-                    "once): " + _HINT_PRE),
         ),
     ),
     "encoder_layer": Exercise(

@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import decoding
 from ..decoding import (
     KVCache,
     beam_search,
@@ -290,7 +289,7 @@ EXERCISES: dict[str, Exercise] = {
     "beam_search": Exercise(
         reference=beam_search,
         make_cases=_beam_cases,
-        sources=(beam_search, beam_step, decoding._cannot_improve),
+        sources=(beam_search, beam_step),  # _cannot_improve is given (section 3.4), not asked
         outputs=("tokens", "scores"),
         pitfalls=(
             Pitfall("D1", "probabilities added", beam_with(probabilities=True), _HINT_D1),

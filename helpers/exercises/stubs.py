@@ -37,6 +37,13 @@ def _is_stub_statement(node: ast.stmt) -> bool:
     return False
 
 
+def is_stub_body(body: list) -> bool:
+    """Is this parsed function body (``ast`` statements) only a docstring, ``pass``, ``...``,
+    ``return None`` or ``raise NotImplementedError``? Also used by the notebooks' write-first
+    test, where a stub of an exercise may come before its reference but a real body may not."""
+    return all(map(_is_stub_statement, body))
+
+
 def _definition(fn: Callable) -> ast.AST | None:
     """The parsed ``def`` or ``lambda`` of ``fn`` from its source, or None without one."""
     try:
@@ -70,4 +77,4 @@ def is_stub(fn: Callable) -> bool:
     node = _definition(fn)
     if isinstance(node, ast.Lambda):
         return _is_placeholder(node.body)
-    return node is not None and all(map(_is_stub_statement, node.body))
+    return node is not None and is_stub_body(node.body)

@@ -18,8 +18,8 @@ from helpers.exercises.compare import same
 from helpers.exercises.engine import _call, lookup
 from helpers.exercises.nb01 import masked_softmax
 from helpers.exercises.nb02 import add_positional_encoding, pe_rotation
-from helpers.exercises.nb04 import feed_forward
-from helpers.exercises.nb05 import embed_tokens, residual_sublayer
+from helpers.exercises.nb04 import feed_forward, residual_sublayer
+from helpers.exercises.nb05 import embed_tokens
 from helpers.exercises.nb07 import cross_attention, shift_right
 from helpers.exercises.nb08 import output_projection, total_parameters
 from helpers.layers import EncoderLayer, FeedForward, LayerNorm

@@ -56,10 +56,11 @@ def test_not_taught_entries_exist_and_say_why():
 # ---------------------------------------------------------------- the check can fail
 @pytest.fixture
 def copy(tmp_path):
-    """A project holding notebook 01 and the module its marked cell comes from."""
-    (tmp_path / "helpers").mkdir()
+    """A project holding notebook 01 and the modules its marked cells come from."""
+    (tmp_path / "helpers" / "exercises").mkdir(parents=True)
     (tmp_path / "notebooks").mkdir()
     shutil.copy(ROOT / "helpers" / "attention.py", tmp_path / "helpers")
+    shutil.copy(ROOT / "helpers" / "exercises" / "nb01.py", tmp_path / "helpers" / "exercises")
     shutil.copy(ROOT / "notebooks" / "01_attention.ipynb", tmp_path / "notebooks")
     return tmp_path, {"01_attention": sync.MANIFEST["01_attention"]}
 
@@ -90,12 +91,14 @@ def test_a_removed_marker_fails(copy):
     root, manifest = copy
     path = root / "notebooks" / "01_attention.ipynb"
     notebook = json.loads(path.read_text())
-    cell = next(c for c in notebook["cells"] if "".join(c["source"]).startswith("# helpers/"))
-    cell["source"][0] = "# the final version\n"  # the marker line is gone
+    cell = next(c for c, module in sync.marked_cells(notebook) if module == "attention")
+    assert cell["source"][1] == "# helpers/attention.py\n"  # below the reference cell's title
+    cell["source"][1] = "# the final version\n"  # the marker line is gone
     path.write_text(json.dumps(notebook))
     found = sync.problems(root=root, manifest=manifest)
-    assert len(found) == 1 and "MANIFEST expects marked cells for ['attention']" in found[0]
-    assert "the notebook has []" in found[0]
+    assert len(found) == 1, found
+    assert "MANIFEST expects marked cells for ['exercises/nb01', 'attention']" in found[0]
+    assert "the notebook has ['exercises/nb01']" in found[0]
 
 
 def test_a_long_cell_needs_its_reason(copy):
@@ -165,17 +168,23 @@ def test_nbval_markers_are_whole_lines(path):
 
 
 def test_a_reference_cell_gets_its_title_and_is_collapsed_by_write(copy):
-    """An entry that names its exercise makes a reference cell: ``--check`` reports it until
-    ``--write`` adds the Colab title and collapses it in both front ends."""
+    """An entry that names its exercise makes a reference cell: ``--check`` reports one without
+    its title or collapsed metadata until ``--write`` adds the Colab title and collapses it in both
+    front ends."""
     root, manifest = copy
-    (module, names), = manifest["01_attention"]
-    manifest = {"01_attention": [(module, names, "scaled_dot_product_attention")]}
+    assert sync.entry(manifest["01_attention"][1])[2] == "scaled_dot_product_attention"
+    path = root / "notebooks" / "01_attention.ipynb"
+    notebook = json.loads(path.read_text())
+    (cell, _), = [(c, m) for c, m in sync.marked_cells(notebook) if m == "attention"]
+    cell["source"] = cell["source"][1:]  # an ordinary marked cell: no title,
+    cell["metadata"] = {}  # not collapsed
+    path.write_text(json.dumps(notebook))
     found = sync.problems(root=root, manifest=manifest)
     assert any("is not collapsed" in text for text in found), found
     sync.problems(write=True, root=root, manifest=manifest)
     assert sync.problems(root=root, manifest=manifest) == []
-    notebook = json.loads((root / "notebooks" / "01_attention.ipynb").read_text())
-    (cell, _), = sync.marked_cells(notebook)
+    notebook = json.loads(path.read_text())
+    (cell, _), = [(c, m) for c, m in sync.marked_cells(notebook) if m == "attention"]
     source = "".join(cell["source"]).split("\n")
     assert source[0] == "#@title Reference answer: scaled_dot_product_attention"
     assert source[1] == "# helpers/attention.py"
