@@ -4,6 +4,7 @@ with the published conventions), Marian's positional layout (``halves_layout``) 
 input, started with the pad id (``marian_decoder_inputs``: R8, T1).
 """
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -38,10 +39,18 @@ class LoadCase(Case):
             return model.eval()(src.clone(), tgt.clone(), padding_mask(src, config.pad_token_id))
 
 
+@functools.cache
+def _stand_in(vocab, d_model, heads, layers, ffn, seed):
+    """A small random MarianMTModel's config and state dict, built once (the cases hand the
+    learner copies)."""
+    marian = standin_marian(vocab, seed=seed, d_model=d_model, heads=heads, layers=layers,
+                            ffn=ffn, max_positions=16)
+    return marian.config, marian.state_dict()
+
+
 def _load_cases(g):
     def case(label, vocab, d_model, heads, layers, ffn, seed, lengths):
-        marian = standin_marian(vocab, seed=seed, d_model=d_model, heads=heads, layers=layers,
-                                ffn=ffn, max_positions=16)
+        config, state_dict = _stand_in(vocab, d_model, heads, layers, ffn, seed)
         pad = vocab - 1
         src = torch.full((len(lengths), max(lengths)), pad)
         for row, length in enumerate(lengths):  # real pieces, then </s> (0), then padding
@@ -49,7 +58,7 @@ def _load_cases(g):
             src[row, length - 1] = 0
         tgt = torch.randint(1, pad, (len(lengths), 4), generator=g)
         tgt[:, 0] = pad  # the decoder starts with the pad id
-        return LoadCase(label, (marian.config, marian.state_dict(), src, tgt))
+        return LoadCase(label, (config, state_dict, src, tgt))
 
     return [case("V=11, d_model=8, 2 heads, 1 layer, a padded batch", 11, 8, 2, 1, 16, 1, [5, 3]),
             case("V=17, d_model=16, 4 heads, 2 layers", 17, 16, 4, 2, 32, 2, [4, 6, 2]),
