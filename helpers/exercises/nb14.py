@@ -1,7 +1,8 @@
 """Notebook 14's exercises: a Marian translator's weights in the course's ``Transformer``
 (``load_marian``: the mapping's pitfalls R1-R7, checked on small random ``MarianMTModel``s
-with the published conventions), Marian's positional layout (``halves_layout``) and its decoder
-input, started with the pad id (``marian_decoder_inputs``: R8, T1).
+with the published conventions), the way back from Marian's positional layout to the paper's
+(``interleave_halves``), and Marian's decoder input, started with the pad id
+(``marian_decoder_inputs``: R8, T1).
 """
 
 import functools
@@ -161,33 +162,35 @@ HINT_R1 = ("match the projections by name: w_q <- q_proj, w_k <- k_proj, w_v <- 
            "out_proj (all four have the same shape, so a swap raises no error).")
 
 # ----------------------------------------------------------------------------------------------
-# halves_layout: Marian's positional table from the paper's
+# interleave_halves: the paper's positional table from Marian's
 # ----------------------------------------------------------------------------------------------
 
-def halves_layout(pe: torch.Tensor) -> torch.Tensor:
-    """The paper's ``(L, d_model)`` positional table (sin in the even columns, cos in the odd
-    ones) rearranged into Marian's layout: the d_model / 2 sine columns, then the cosine ones,
-    each half in order of frequency."""
-    return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=-1)  # (L, d/2) + (L, d/2) -> (L, d)
-
-
-def _halves_cosines_first(pe):
-    return torch.cat([pe[:, 1::2], pe[:, 0::2]], dim=-1)
-
-
-def _halves_inverse(pe):
-    """The inverse rearrangement: halves -> interleaved."""
+def interleave_halves(pe: torch.Tensor) -> torch.Tensor:
+    """Marian's ``(L, d_model)`` positional table (the d_model / 2 sine columns, then the cosine
+    ones) rearranged into the paper's layout: sine and cosine of each frequency side by side,
+    the sines in the even columns."""
     L, d = pe.shape
-    return pe.reshape(L, 2, d // 2).transpose(1, 2).reshape(L, d)
+    sines, cosines = pe[:, :d // 2], pe[:, d // 2:]  # (L, d/2) each, in order of frequency
+    return torch.stack([sines, cosines], dim=-1).reshape(L, d)  # (L, d/2, 2) -> (L, d)
 
 
-def _halves_split_in_the_middle(pe):
-    """The table's first and second halves, as they are: no rearrangement at all."""
+def _interleave_the_other_way(pe):
+    """The rearrangement that goes from the paper's layout to Marian's."""
+    return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=-1)
+
+
+def _interleave_cosines_first(pe):
+    L, d = pe.shape
+    return torch.stack([pe[:, d // 2:], pe[:, :d // 2]], dim=-1).reshape(L, d)
+
+
+def _interleave_nothing(pe):
     return pe.clone()
 
 
-def _halves_cases(g):
-    return [Case("the paper's table, 6 positions x d_model=8", (sinusoidal_encoding(6, 8),)),
+def _interleave_cases(g):
+    return [Case("Marian's table, 6 positions x d_model=8",
+                 (sinusoidal_encoding(6, 8, interleaved=False),)),
             Case("random values, 4 x 6 (each column is different)", (randn(g, 4, 6),)),
             Case("random values, 3 x 12", (randn(g, 3, 12),)),
             Case("d_model=2: one sine and one cosine", (randn(g, 5, 2),))]
@@ -259,19 +262,21 @@ EXERCISES = {
                     "build the Transformer with activation=\"silu\"."),
         ),
     ),
-    "halves_layout": Exercise(
-        reference=halves_layout,
-        make_cases=_halves_cases,
-        sources=(halves_layout,),
+    "interleave_halves": Exercise(
+        reference=interleave_halves,
+        make_cases=_interleave_cases,
+        sources=(interleave_halves,),
         pitfalls=(
-            Pitfall(None, "cosines first", _halves_cosines_first,
-                    "the sines come first: the even columns pe[:, 0::2], then the odd ones."),
-            Pitfall(None, "the inverse rearrangement", _halves_inverse,
-                    "that is the way back (halves -> interleaved): take every other column, "
-                    "pe[:, 0::2], then pe[:, 1::2], and put the two side by side."),
-            Pitfall(None, "nothing rearranged", _halves_split_in_the_middle,
-                    "the table's first half holds sines AND cosines (they alternate): gather the "
-                    "even columns pe[:, 0::2], then the odd ones pe[:, 1::2]."),
+            Pitfall(None, "the other way", _interleave_the_other_way,
+                    "that is the way from the paper's layout to Marian's: here column i of the "
+                    "first half (a sine) goes to column 2i, column i of the second half (its "
+                    "cosine) to column 2i + 1."),
+            Pitfall(None, "cosines first", _interleave_cosines_first,
+                    "the sine comes first in each pair: the even columns hold the sines (the "
+                    "first half of Marian's table)."),
+            Pitfall(None, "nothing rearranged", _interleave_nothing,
+                    "Marian's first half holds only sines: interleave it with the second half "
+                    "(torch.stack([sines, cosines], dim=-1), then reshape to (L, d_model))."),
         ),
     ),
     "marian_decoder_inputs": Exercise(
