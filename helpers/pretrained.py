@@ -132,7 +132,8 @@ def load_opus_mt(name: str = OPUS_MT, timeout: float = 5.0):
             with warnings.catch_warnings():  # "Recommended: pip install sacremoses."
                 warnings.simplefilter("ignore")
                 tokenizer = transformers.MarianTokenizer.from_pretrained(name, **source)
-            model = transformers.MarianMTModel.from_pretrained(name, **source)
+            model = transformers.MarianMTModel.from_pretrained(name, dtype=torch.float32,
+                                                               **source)  # not "auto"
             return model.eval(), tokenizer
         except Exception as error:  # not in the cache, or the download failed: no traceback
             if not source.get("local_files_only"):
