@@ -93,7 +93,7 @@ FIRST_NEEDED_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.int
                    "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8,
                    "helpers.data": 9, "helpers.training": 9, "helpers.decoding": 9,
                    "helpers.translation": 9, "tqdm.auto": 9, "sacrebleu": 9,
-                   "helpers.distributed": 13, "helpers.gpt": 12}
+                   "helpers.distributed": 13, "helpers.gpt": 12, "helpers.pretrained": 14}
 # Notebook 00 shows how exercises are checked on notebook 06's first one, the look-ahead mask
 # (masks.py imports attention for its mask explorer).
 ALLOWED_EARLY = {0: {"helpers.exercises.nb06", "helpers.masks", "helpers.attention"}}
@@ -207,7 +207,7 @@ def _printed(cell) -> str:
 
 
 def test_every_notebook_is_checked():
-    assert len(NOTEBOOKS) == 14
+    assert len(NOTEBOOKS) == 15
     assert "interact(" in (ROOT / "notebooks" / "06_masks.ipynb").read_text()
 
 
