@@ -237,6 +237,28 @@ def test_notebook_runs_alone_on_colabs_versions(colab_env, name, tmp_path):
     assert not early, f"{name} imported what only later notebooks teach: {early}"
 
 
+PRETRAINED_ON_COLAB = '''
+import sys
+sys.path.append(sys.argv[1])  # pytest only: Colab's own packages come first on the path
+import huggingface_hub as hub, pytest, sentencepiece, transformers
+print("COLAB-LIKE", transformers.__version__, hub.__version__, sentencepiece.__version__)
+sys.exit(pytest.main(["-q", "-o", "addopts=", "-p", "no:cacheprovider", "tests/pretrained"]))
+'''
+
+
+def test_notebook_14s_parity_tests_on_colabs_versions(colab_env):
+    """tests/pretrained (the conversion against transformers) run on Colab's transformers,
+    huggingface_hub, tokenizers and sentencepiece; pytest comes from this environment, after
+    Colab's packages on the path, without its plugins."""
+    here = str(Path(pytest.__file__).resolve().parents[1])  # the site-packages holding pytest
+    env = {**colab_env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([str(build_env.PYTHON), "-c", PRETRAINED_ON_COLAB, here], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "COLAB-LIKE 5.15.0 1.27.0 0.2.2" in done.stdout
+    assert " passed" in done.stdout and "skipped" not in done.stdout
+
+
 def test_imported_too_early_can_fail():
     modules = ["helpers", "helpers.attention", "helpers.exercises", "helpers.exercises.nb01",
                "helpers.figures.nb09_training", "helpers.training", "tqdm", "tqdm.auto",

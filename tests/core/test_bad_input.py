@@ -154,6 +154,8 @@ def test_positional_encoding_rejects_negative_or_fractional_start(start):
     (lambda: Transformer(10, 0), "tgt_vocab_size must be at least 1, got 0"),
     (lambda: Transformer(10, 10, d_ff=0), "d_ff must be at least 1, got 0"),
     (lambda: Transformer(10, 10, num_layers=2.0), "num_layers must be a whole number"),
+    (lambda: Transformer(10, 10, activation="swish"),
+     "FeedForward: activation is 'relu' or 'silu', got 'swish'"),
 ])
 def test_sizes_that_make_no_sense_are_refused(build, shown):
     clear_error(build, shown)
