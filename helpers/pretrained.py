@@ -120,12 +120,14 @@ def _reachable(host: str, timeout: float) -> bool:
 def load_opus_mt(name: str = OPUS_MT, timeout: float = 5.0):
     """``(MarianMTModel in eval mode, MarianTokenizer)`` of ``name``: from the local cache if it
     is there, else from the Hub (about 300 MB) if ``huggingface.co`` answers within ``timeout``
-    seconds. Else None, after one printed sentence saying so. ``name`` may be a local folder."""
+    seconds (or through a proxy named by ``HTTPS_PROXY``). Else None, after one printed sentence
+    saying so. ``name`` may be a local folder."""
     transformers = _transformers()
     sources, reason = [], f"no connection to {HUB_HOST}"
     if os.environ.get(OFFLINE_VARIABLE) != "1":
         sources.append({"local_files_only": True})  # the cache first: no network needed
-        if Path(name).is_dir() or _reachable(HUB_HOST, timeout):
+        proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+        if Path(name).is_dir() or proxy or _reachable(HUB_HOST, timeout):  # a proxy: just try
             sources.append({})
     for source in sources:
         try:
@@ -138,9 +140,9 @@ def load_opus_mt(name: str = OPUS_MT, timeout: float = 5.0):
         except Exception as error:  # not in the cache, or the download failed: no traceback
             if not source.get("local_files_only"):
                 reason = f"the download failed: {type(error).__name__}"
-    print(f"Offline: the real {name} could not be downloaded ({reason}), so every step below "
-          "runs on a stand-in: a small MarianMTModel with the real model's conventions and "
-          "random weights, and a SentencePiece vocabulary trained here.")
+    print(f"The real {name} could not be downloaded ({reason}), so every step below runs on "
+          "a stand-in: a small MarianMTModel with the real model's conventions and random "
+          "weights, and a SentencePiece vocabulary trained here.")
     return None
 
 

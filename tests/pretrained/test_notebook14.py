@@ -50,6 +50,6 @@ def test_no_code_before_the_stub_defines_the_answer():
 def test_stored_outputs_come_from_the_offline_path():
     printed = ["".join(o.get("text", "")) for c in CELLS if c["cell_type"] == "code"
                for o in c.get("outputs", [])]
-    assert any(text.startswith("Offline: the real Helsinki-NLP/opus-mt-en-fr could not be "
-                               "downloaded") for text in printed)
+    assert any(text.startswith("The real Helsinki-NLP/opus-mt-en-fr could not be downloaded "
+                               "(no connection to huggingface.co)") for text in printed)
     assert not [o for c in CELLS for o in c.get("outputs", []) if o["output_type"] == "error"]
