@@ -65,10 +65,8 @@ class TransformerParts(nn.Module):
         self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
         self.positional = PositionalEncoding(  # shared, no parameters
             d_model, max_len, dropout, interleaved=interleaved_positions)
-        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first,
-                               activation)
-        self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first,
-                               activation)
+        stack = (num_layers, d_model, num_heads, d_ff, dropout, norm_first, activation)
+        self.encoder, self.decoder = Encoder(*stack), Decoder(*stack)  # the same sizes
         self.generator = nn.Linear(d_model, tgt_vocab_size)  # the output projection
         init_weights(self)
         if tie_weights:  # one matrix, two uses (section 3.4)

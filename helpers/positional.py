@@ -37,8 +37,7 @@ class PositionalEncoding(nn.Module):
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0,
                  base: float = 10000.0, interleaved: bool = True):
         super().__init__()
-        self.d_model = d_model
-        self.max_len = max_len
+        self.d_model, self.max_len = d_model, max_len
         self.dropout = nn.Dropout(dropout)
         table = sinusoidal_encoding(max_len, d_model, base, interleaved)
         self.register_buffer("pe", table, persistent=False)
