@@ -20,13 +20,16 @@ module              what it holds                               notebook
                     SwiGLU, rotary positions, the ablation
 ``distributed``     training with DistributedDataParallel        13
                     (``torchrun``), FSDP, accumulation, bf16
+``pretrained``      a real translator (Marian, opus-mt-en-fr)    14
+                    in the course's Transformer, an offline
+                    stand-in (imports ``transformers`` lazily)
 ``utils``           seeding and device choice                    all
 ``translation``     the toy task the model learns: a grammar     09-13
                     (``lexicon``), ``make_corpus``,
                     ``translate`` and its scores, the shipped
                     translators
 ``figures``         drawing only, one module per notebook        all
-``exercises``       ``check`` and ``solution``; one module per   01-13
+``exercises``       ``check`` and ``solution``; one module per   01-14
                     notebook; ``pitfalls``: the classic bugs
 ``course``          the course's tooling: setup cell, version    all
                     check; ``tools`` (re-execution, assets);

@@ -50,10 +50,11 @@ def _copy_common(ours, theirs):
 
 
 def _layer_sizes(ours):
+    relu = ours.feed_forward.activation == "relu"  # torch.nn takes "relu", or a function
     return dict(d_model=ours.self_attn.d_model, nhead=ours.self_attn.num_heads,
                 dim_feedforward=ours.feed_forward.linear1.out_features,
-                dropout=ours.dropout1.p, activation="relu", layer_norm_eps=ours.norm1.eps,
-                batch_first=True, norm_first=ours.norm_first)
+                dropout=ours.dropout1.p, activation="relu" if relu else nn.functional.silu,
+                layer_norm_eps=ours.norm1.eps, batch_first=True, norm_first=ours.norm_first)
 
 
 def _encoder_layer(ours: EncoderLayer) -> nn.TransformerEncoderLayer:

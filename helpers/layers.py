@@ -43,26 +43,31 @@ class LayerNorm(nn.Module):
 
 
 class FeedForward(nn.Module):
-    """Position-wise feed-forward network, equation (2): ``max(0, x W_1 + b_1) W_2 + b_2``."""
+    """Position-wise feed-forward network, equation (2): ``max(0, x W_1 + b_1) W_2 + b_2``;
+    ``activation="silu"`` replaces ``max(0, .)`` by ``x * sigmoid(x)`` (swish, notebook 14)."""
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
+        if activation not in ("relu", "silu"):
+            raise ValueError(f"FeedForward: activation is 'relu' or 'silu', got {activation!r}")
+        self.activation = activation  # the name of a function of torch.nn.functional
         self.linear1 = nn.Linear(d_model, d_ff)
         self.dropout = nn.Dropout(dropout)
         self.linear2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.linear2(self.dropout(torch.relu(self.linear1(x))))  # (B, L, d_model)
+        activation = getattr(nn.functional, self.activation)  # F.relu, or F.silu
+        return self.linear2(self.dropout(activation(self.linear1(x))))  # (B, L, d_model)
 
 
 class EncoderLayer(nn.Module):
     """Self-attention then feed-forward, each with a residual path and a LayerNorm."""
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=False):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=False, activation="relu"):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
         self.norm1, self.norm2 = LayerNorm(d_model), LayerNorm(d_model)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)  # section 5.4
 
@@ -84,12 +89,12 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     """Masked self-attention, cross-attention over the encoder's memory, then feed-forward."""
 
-    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=False):
+    def __init__(self, d_model, num_heads, d_ff, dropout=0.1, norm_first=False, activation="relu"):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, num_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, num_heads, dropout)
-        self.feed_forward = FeedForward(d_model, d_ff, dropout)
+        self.feed_forward = FeedForward(d_model, d_ff, dropout, activation)
         self.norm1, self.norm2, self.norm3 = (LayerNorm(d_model) for _ in range(3))
         self.dropout1, self.dropout2, self.dropout3 = (nn.Dropout(dropout) for _ in range(3))
 
@@ -127,11 +132,11 @@ class Encoder(nn.Module):
     """A stack of ``num_layers`` encoder layers (N = 6 in the paper)."""
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int,
-                 dropout: float = 0.1, norm_first: bool = False):
+                 dropout: float = 0.1, norm_first: bool = False, activation: str = "relu"):
         super().__init__()
         self.norm_first = norm_first
-        self.layers = layer_stack(
-            lambda: EncoderLayer(d_model, num_heads, d_ff, dropout, norm_first), num_layers)
+        self.layers = layer_stack(lambda: EncoderLayer(
+            d_model, num_heads, d_ff, dropout, norm_first, activation), num_layers)
         self.norm = LayerNorm(d_model) if norm_first else None  # pre-norm's final LayerNorm
 
     def forward(self, x: torch.Tensor, mask=None) -> torch.Tensor:
@@ -145,11 +150,11 @@ class Decoder(nn.Module):
     """A stack of ``num_layers`` decoder layers (N = 6 in the paper)."""
 
     def __init__(self, num_layers: int, d_model: int, num_heads: int, d_ff: int,
-                 dropout: float = 0.1, norm_first: bool = False):
+                 dropout: float = 0.1, norm_first: bool = False, activation: str = "relu"):
         super().__init__()
         self.norm_first = norm_first
-        self.layers = layer_stack(
-            lambda: DecoderLayer(d_model, num_heads, d_ff, dropout, norm_first), num_layers)
+        self.layers = layer_stack(lambda: DecoderLayer(
+            d_model, num_heads, d_ff, dropout, norm_first, activation), num_layers)
         self.norm = LayerNorm(d_model) if norm_first else None  # pre-norm's final LayerNorm
 
     def forward(self, x, memory, tgt_mask=None, memory_mask=None):

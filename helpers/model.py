@@ -26,6 +26,8 @@ class TransformerConfig:
     max_len: int = 5000         # longest sequence the positional encoding table covers
     norm_first: bool = False    # False: post-norm as in the paper; True: pre-norm
     tie_weights: bool = False   # share the target embedding and the output projection
+    activation: str = "relu"    # of the feed-forward network: "relu", or "silu" (notebook 14)
+    interleaved_positions: bool = True  # sin/cos columns alternate; False: in halves (14)
 
     @classmethod
     def small(cls) -> "TransformerConfig":
@@ -53,7 +55,8 @@ class Transformer(nn.Module):
     def __init__(self, src_vocab_size: int, tgt_vocab_size: int, d_model=PAPER.d_model,
                  num_heads=PAPER.num_heads, num_layers=PAPER.num_layers, d_ff=PAPER.d_ff,
                  dropout=PAPER.dropout, max_len=PAPER.max_len, norm_first=PAPER.norm_first,
-                 tie_weights=PAPER.tie_weights):
+                 tie_weights=PAPER.tie_weights, activation=PAPER.activation,
+                 interleaved_positions=PAPER.interleaved_positions):
         super().__init__()
         check_sizes("Transformer", src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
                     d_model=d_model, num_heads=num_heads, num_layers=num_layers, d_ff=d_ff,
@@ -62,9 +65,10 @@ class Transformer(nn.Module):
         self.src_vocab_size, self.tgt_vocab_size = src_vocab_size, tgt_vocab_size
         self.src_embed = nn.Embedding(src_vocab_size, d_model)
         self.tgt_embed = nn.Embedding(tgt_vocab_size, d_model)
-        self.positional = PositionalEncoding(d_model, max_len, dropout)  # shared, no parameters
-        self.encoder = Encoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
-        self.decoder = Decoder(num_layers, d_model, num_heads, d_ff, dropout, norm_first)
+        self.positional = PositionalEncoding(  # shared, no parameters
+            d_model, max_len, dropout, interleaved=interleaved_positions)
+        stack = (num_layers, d_model, num_heads, d_ff, dropout, norm_first, activation)
+        self.encoder, self.decoder = Encoder(*stack), Decoder(*stack)  # the same sizes
         self.generator = nn.Linear(d_model, tgt_vocab_size)  # the output projection
         init_weights(self)
         if tie_weights:  # one matrix, two uses (section 3.4)

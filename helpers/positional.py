@@ -1,15 +1,18 @@
 """Sinusoidal positional encoding, section 3.5 of the paper. Taught in notebook 02.
 
 ``PE[p, 2i] = sin(p / base**(2i / d_model))`` and ``PE[p, 2i + 1] = cos(p / base**(2i / d_model))``:
-even columns sine, odd columns cosine, one frequency per pair of columns.
+even columns sine, odd columns cosine, one frequency per pair of columns. ``interleaved=False``
+gives the layout of Marian translators (notebook 14): the same numbers, all sines then all cosines.
 """
 
 import torch
 from torch import nn
 
 
-def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """The ``(max_len, d_model)`` table of sinusoidal positional encodings."""
+def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0,
+                        interleaved: bool = True) -> torch.Tensor:
+    """The ``(max_len, d_model)`` table of sinusoidal positional encodings; ``interleaved=False``:
+    the sines in the first half of the columns, the cosines in the second (Marian's layout)."""
     if d_model < 2 or d_model % 2 != 0:
         raise ValueError(
             f"d_model must be a positive even number (sin and cos come in pairs), got {d_model}"
@@ -22,6 +25,8 @@ def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0) -> to
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
     pe[:, 0::2] = torch.sin(angle)  # even columns
     pe[:, 1::2] = torch.cos(angle)  # odd columns
+    if not interleaved:  # the same columns, reordered: sines 0, 2, 4, ... then cosines 1, 3, ...
+        pe = torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=-1)
     return pe.float()
 
 
@@ -30,12 +35,12 @@ class PositionalEncoding(nn.Module):
     d_model)`` embeddings, then applies dropout."""
 
     def __init__(self, d_model: int, max_len: int = 5000, dropout: float = 0.0,
-                 base: float = 10000.0):
+                 base: float = 10000.0, interleaved: bool = True):
         super().__init__()
-        self.d_model = d_model
-        self.max_len = max_len
+        self.d_model, self.max_len = d_model, max_len
         self.dropout = nn.Dropout(dropout)
-        self.register_buffer("pe", sinusoidal_encoding(max_len, d_model, base), persistent=False)
+        table = sinusoidal_encoding(max_len, d_model, base, interleaved)
+        self.register_buffer("pe", table, persistent=False)
 
     def forward(self, x: torch.Tensor, start: int = 0) -> torch.Tensor:
         """``x (B, L, d_model)``; ``start`` is the position of ``x[:, 0]`` (KV-cache decoding)."""

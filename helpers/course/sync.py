@@ -85,6 +85,7 @@ MANIFEST = {
     "12_decoder_only": [("gpt", ["gpt_block"]), ("gpt", ["filter_logits"]),
                         ("gpt", ["rms_norm", "RMSNorm"]), ("gpt", ["SwiGLU"]),
                         ("gpt", ["rope_angles", "apply_rope"])],
+    "14_pretrained_translator": [("pretrained", ["marian_key", "load_marian"], "load_marian")],
 }
 
 # Public definitions of the core that no notebook shows, and why.

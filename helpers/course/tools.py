@@ -26,16 +26,18 @@ def execute_in_place(paths) -> None:
     """Re-execute each notebook top to bottom in a new kernel (one torch thread, at most 300 s a
     cell) and store its outputs, as a contributor must after changing one. It uses
     :func:`helpers.bench.execute_notebook`, which does not stall at an ``interact`` cell the way
-    ``jupyter nbconvert --execute`` can."""
+    ``jupyter nbconvert --execute`` can. Notebook 14 runs offline (its stand-in, not the real
+    translator), as the tests do."""
     import nbformat
 
     from ..bench import execute_notebook
+    from ..pretrained import OFFLINE_VARIABLE
 
     for path in map(Path, paths):
         if path.suffix != ".ipynb" or not path.is_file():
             raise SystemExit(f"not a notebook file: {path}")
         notebook = nbformat.read(path, as_version=4)
-        one_thread = {**os.environ, "OMP_NUM_THREADS": "1"}
+        one_thread = {**os.environ, "OMP_NUM_THREADS": "1", OFFLINE_VARIABLE: "1"}
         execute_notebook(notebook, path.resolve().parent, env=one_thread)
         nbformat.write(notebook, path)
         print(f"executed and saved {path}")

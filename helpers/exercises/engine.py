@@ -51,6 +51,7 @@ MODULES = {
     "zero_head": "nb11", "attention_entropy": "nb11", "source_alignment": "nb11",
     "rms_norm": "nb12", "apply_rope": "nb12", "filter_logits": "nb12",
     "rank_loss": "nb13", "rank_batch": "nb13",
+    "load_marian": "nb14", "interleave_halves": "nb14", "marian_decoder_inputs": "nb14",
 }
 
 

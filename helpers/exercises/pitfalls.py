@@ -8,7 +8,7 @@ uses is here.
 
 Ids: A attention, P positional encoding, H heads, N LayerNorm, M masks, L layers (residual paths
 and LayerNorms), T training, D decoding,
-G GPT and the modern block, S scaling up (data parallelism).
+G GPT and the modern block, S scaling up (data parallelism), R a real model's weights.
 """
 
 # id: (the bug, in a few words; the notebooks that show it failing and fixed)
@@ -68,11 +68,21 @@ PITFALLS = {
            ("13",)),
     "S3": ("no DistributedSampler: every rank trains on the same pairs", ("13",)),
     "S4": ("a step's start advanced by one rank's share instead of the global batch", ("13",)),
+    "R1": ("query, key and value projections swapped when loading a real model", ("14",)),
+    "R2": ("the decoder's self- and cross-attention weights swapped", ("14",)),
+    "R3": ("the paper's interleaved positions kept where the model's are in halves", ("14",)),
+    "R4": ("the final logits bias left out", ("14",)),
+    "R5": ("embeddings scaled twice, or not at all, when loading them", ("14",)),
+    "R6": ("LayerNorm weights loaded into the wrong sub-layer", ("14",)),
+    "R7": ("ReLU kept where the model's feed-forward uses swish", ("14",)),
+    "R8": ("the decoder started with </s> (the published bos_token_id) instead of the pad id",
+           ("14",)),
 }
 
 FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",
             "M": "masks", "L": "layers (residual paths and LayerNorms)", "T": "training",
-            "D": "decoding", "G": "GPT and the modern block", "S": "scaling up (data parallelism)"}
+            "D": "decoding", "G": "GPT and the modern block", "S": "scaling up (data parallelism)",
+            "R": "a real model's weights (Marian)"}
 
 
 def readme_table() -> str:

@@ -10,7 +10,7 @@ The package:
   cell, orange for what a figure points at), one array converter, one heatmap, one boolean grid,
   one loss-curve helper;
 - ``maps``: attention maps and masks, drawn in many notebooks;
-- ``nb00_overview`` ... ``nb13_scaling``: the figures of one notebook each.
+- ``nb00_overview`` ... ``nb14_pretrained``: the figures of one notebook each.
 
 A module is imported only when one of its figures is first asked for (``FIGURES`` says which
 module holds which figure), so a notebook loads only its own figures. No model code lives here:
@@ -47,6 +47,7 @@ FIGURES = {
     "decoder_only_figure": "nb12_gpt", "next_token_figure": "nb12_gpt",
     "ablation_figure": "nb12_gpt",
     "sharding_figure": "nb13_scaling", "distributed_loss_figure": "nb13_scaling",
+    "positional_layouts_figure": "nb14_pretrained", "activation_figure": "nb14_pretrained",
 }
 
 __all__ = sorted(FIGURES)

@@ -93,7 +93,8 @@ FIRST_NEEDED_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.int
                    "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8,
                    "helpers.data": 9, "helpers.training": 9, "helpers.decoding": 9,
                    "helpers.translation": 9, "tqdm.auto": 9, "sacrebleu": 9,
-                   "helpers.ablation": 11, "helpers.distributed": 13, "helpers.gpt": 12}
+                   "helpers.ablation": 11, "helpers.distributed": 13, "helpers.gpt": 12,
+                   "helpers.pretrained": 14}
 # Notebook 00 shows how exercises are checked on notebook 06's first one, the look-ahead mask
 # (masks.py imports attention for its mask explorer).
 ALLOWED_EARLY = {0: {"helpers.exercises.nb06", "helpers.masks", "helpers.attention"}}
@@ -207,7 +208,7 @@ def _printed(cell) -> str:
 
 
 def test_every_notebook_is_checked():
-    assert len(NOTEBOOKS) == 14
+    assert len(NOTEBOOKS) == 15
     assert "interact(" in (ROOT / "notebooks" / "06_masks.ipynb").read_text()
 
 
@@ -235,6 +236,28 @@ def test_notebook_runs_alone_on_colabs_versions(colab_env, name, tmp_path):
     assert "pip install" not in facts["environment"]
     early = imported_too_early(facts["modules"], int(name[:2]))
     assert not early, f"{name} imported what only later notebooks teach: {early}"
+
+
+PRETRAINED_ON_COLAB = '''
+import sys
+sys.path.append(sys.argv[1])  # pytest only: Colab's own packages come first on the path
+import huggingface_hub as hub, pytest, sentencepiece, transformers
+print("COLAB-LIKE", transformers.__version__, hub.__version__, sentencepiece.__version__)
+sys.exit(pytest.main(["-q", "-o", "addopts=", "-p", "no:cacheprovider", "tests/pretrained"]))
+'''
+
+
+def test_notebook_14s_parity_tests_on_colabs_versions(colab_env):
+    """tests/pretrained (the conversion against transformers) run on Colab's transformers,
+    huggingface_hub, tokenizers and sentencepiece; pytest comes from this environment, after
+    Colab's packages on the path, without its plugins."""
+    here = str(Path(pytest.__file__).resolve().parents[1])  # the site-packages holding pytest
+    env = {**colab_env, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1", "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([str(build_env.PYTHON), "-c", PRETRAINED_ON_COLAB, here], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "COLAB-LIKE 5.15.0 1.27.0 0.2.2" in done.stdout
+    assert " passed" in done.stdout and "skipped" not in done.stdout
 
 
 def test_imported_too_early_can_fail():

@@ -124,6 +124,25 @@ def test_decoder_stack_matches_torch(norm_first):
     assert max_err(out, ref) <= TOL
 
 
+def test_silu_layers_match_torch_with_the_same_activation():
+    """activation="silu" (notebook 14's swish): the encoder and decoder stacks and torch.nn's
+    with F.silu agree, and differ from the ReLU ones."""
+    x, memory = torch.randn(2, 5, D_MODEL), torch.randn(2, 6, D_MODEL)
+    encoder = randomise(Encoder(2, D_MODEL, HEADS, D_FF, activation="silu")).eval()
+    decoder = randomise(Decoder(2, D_MODEL, HEADS, D_FF, activation="silu")).eval()
+    assert to_torch(encoder).layers[0].activation is nn.functional.silu
+    assert max_err(encoder(x), to_torch(encoder)(x)) <= TOL
+    future = causal_mask(5)
+    assert max_err(decoder(x, memory, future[None, None]),
+                   to_torch(decoder)(x, memory, tgt_mask=~future)) <= TOL
+    with_silu = encoder(x)
+    for layer in encoder.layers:
+        layer.feed_forward.activation = "relu"
+    assert max_err(encoder(x), with_silu) > 1e-2
+    assert max_err(encoder(x), to_torch(encoder)(x)) <= TOL  # relu on both sides now
+    assert to_torch(encoder).layers[0].activation_relu_or_gelu == 1
+
+
 def test_stack_layers_start_from_different_weights():
     enc = Encoder(2, D_MODEL, HEADS, D_FF)
     assert not torch.equal(enc.layers[0].self_attn.w_q.weight, enc.layers[1].self_attn.w_q.weight)

@@ -103,7 +103,7 @@ def test_the_static_map_agrees_with_the_modules():
 TAUGHT_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.interop": 3,
              "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8, "helpers.data": 9,
              "helpers.training": 9, "helpers.translation": 9, "tqdm": 9, "sacrebleu": 9,
-             "helpers.decoding": 10, "helpers.ablation": 11}
+             "helpers.decoding": 10, "helpers.ablation": 11, "helpers.pretrained": 14}
 LOADED_AFTER_EACH_NOTEBOOK = """
 import contextlib, io, json, sys
 import torch  # which loads tqdm itself (torch.hub), not tqdm.auto
@@ -157,7 +157,7 @@ def test_notebook_05_does_not_load_notebook_09s_exercises(loaded_after_each_note
 
 
 def test_no_notebook_loads_a_later_notebooks_exercises(loaded_after_each_notebook):
-    assert [number for number, _ in loaded_after_each_notebook] == list(range(1, 14))
+    assert [number for number, _ in loaded_after_each_notebook] == list(range(1, 15))
     for number, modules in loaded_after_each_notebook:
         modules = {m for m in modules if m.startswith("helpers.exercises.nb")}
         assert {notebook_of(m) for m in modules} == set(range(1, number + 1)), number
@@ -264,6 +264,15 @@ ID_HINTS = [
     ("S2", "rank_loss", "W times too small"),
     ("S3", "rank_batch", "train on the same pairs"),
     ("S4", "rank_batch", "a step overlaps the one before"),
+    ("R1", "load_marian", "match the projections by name"),
+    ("R2", "load_marian", "its cross_attn <- encoder_attn"),
+    ("R3", "load_marian", "interleaved_positions=False"),
+    ("R4", "load_marian", "copy final_logits_bias"),
+    ("R5", "load_marian", "copy the embedding matrix as it is"),
+    ("R6", "load_marian", "a LayerNorm is named after the sub-layer it closes"),
+    ("R7", "load_marian", "activation=\"silu\""),
+    ("R8", "marian_decoder_inputs", "starts with the pad id"),
+    ("T1", "marian_decoder_inputs", "shift the labels right behind the start token"),
 ]
 
 
@@ -282,7 +291,8 @@ def test_every_pitfall_id_is_listed_with_its_hint():
                 assert any(piece in pitfall.hint for piece in pieces), (name, pitfall.name)
     ids = {pid for pid, _ in listed}
     every = {f"{letter}{n}" for letter, top in [("A", 6), ("P", 5), ("N", 5), ("H", 3), ("M", 5),
-                                                ("L", 4), ("T", 6), ("D", 11), ("G", 4), ("S", 4)]
+                                                ("L", 4), ("T", 6), ("D", 11), ("G", 4), ("S", 4),
+                                                ("R", 8)]
              for n in range(1, top + 1)}
     # D3 (stopping when the best hypothesis ends) is shown in notebook 10 only: on the
     # checkers' small models it never changes a result.
@@ -361,11 +371,13 @@ def test_another_exception_is_a_failure_naming_it(run_check, name):
 # (train_step returns one loss per call, the case collects losses, weights and learning rate;
 # kv_cache_decode returns one layer's output, the case decodes with it and collects the logits;
 # beam_step and beam_search return lists of candidates or (tokens, score) that the case turns
-# into tensors):
+# into tensors; load_marian returns a model, whose logits the case computes):
 # altering the function's return value cannot change the shape or dtype of that output.
-# tests/exercises/test_train_step_checker.py and test_decoding_checkers.py cover them.
+# tests/exercises/test_train_step_checker.py, test_decoding_checkers.py and
+# tests/pretrained/test_load_marian_checker.py cover them.
 RETURNED = [name for name in NAMES
-            if name not in ("train_step", "kv_cache_decode", "beam_step", "beam_search")]
+            if name not in ("train_step", "kv_cache_decode", "beam_step", "beam_search",
+                            "load_marian")]
 
 
 @pytest.mark.parametrize("name", RETURNED)

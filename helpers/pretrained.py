@@ -1,0 +1,209 @@
+"""A real translator's weights in the course's Transformer (notebook 14): Marian, English to French.
+
+The Helsinki-NLP ``opus-mt`` translators (``MarianMTModel`` in Hugging Face ``transformers``) are
+the paper's base model with four conventions of their own, each an option of the course's model:
+the feed-forward activation (swish, ``activation="silu"``), the positional table in halves
+(``interleaved_positions=False``), a bias on the output logits (the course's ``generator`` has
+one), and the decoder started with the pad id (``bos_id`` of ``greedy_decode``).
+
+- :func:`load_marian` (with :func:`marian_key`): notebook 14's exercise, a
+  ``MarianMTModel``'s config and state dict -> the course's ``Transformer``;
+- :func:`load_opus_mt`: the real model and its tokenizer from the cache or the Hub, or None
+  (after one sentence saying why) when there is no connection;
+- :func:`train_marian_tokenizer` and :func:`standin_marian`: the offline stand-in, a
+  SentencePiece vocabulary trained on given text and a small ``MarianMTModel`` with the real
+  model's conventions and random weights;
+- :data:`MATCHING`: the ``generate`` settings under which its greedy and beam search give the
+  course's ``greedy_decode`` and ``beam_search`` token for token.
+
+Nothing in the core imports this module; ``transformers`` and ``sentencepiece`` are imported by
+the functions that need them.
+"""
+
+import json
+import os
+import socket
+import warnings
+from pathlib import Path
+
+import torch
+
+from .model import Transformer
+
+OPUS_MT = "Helsinki-NLP/opus-mt-en-fr"
+HUB_HOST = "huggingface.co"
+# Set to 1, load_opus_mt behaves as on a machine without internet (tests/ and the notebooks'
+# re-execution set it, so that the stored outputs, made offline, are reproduced anywhere).
+OFFLINE_VARIABLE = "COURSE_OFFLINE"
+# generate() settings under which Hugging Face's search is the course's (notebook 14, section 6):
+# the exact stopping rule ("never" stops while a running beam can still win), no forced </s>
+# at the length limit, no banned token; length_penalty as given to beam_search.
+MATCHING = {"do_sample": False, "early_stopping": "never", "forced_eos_token_id": None,
+            "bad_words_ids": None}
+
+
+def _transformers():
+    """``transformers``, imported on first use, with its progress messages silenced."""
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+    return transformers
+
+
+# ----------------------------------------------------------------------------------------------
+# The exercise: Marian's weights in the course's Transformer
+# ----------------------------------------------------------------------------------------------
+
+def check_marian(config) -> None:
+    """A ``ValueError`` naming what differs when ``config`` is not a Marian translator that the
+    course's ``Transformer`` can hold (opus-mt's conventions: swish, scaled embeddings, shared by
+    encoder and decoder, as many layers and heads on both sides)."""
+    wanted = {"activation_function": "swish", "scale_embedding": True,
+              "share_encoder_decoder_embeddings": True,
+              "decoder_layers": config.encoder_layers, "decoder_ffn_dim": config.encoder_ffn_dim,
+              "decoder_attention_heads": config.encoder_attention_heads}
+    differ = [f"{key}={getattr(config, key)!r} (expected {value!r})"
+              for key, value in wanted.items() if getattr(config, key) != value]
+    if differ:
+        raise ValueError("load_marian expects an opus-mt translator's conventions: "
+                         + "; ".join(differ))
+
+
+def marian_key(name: str) -> str:
+    """The key of Marian's state dict that holds the course's parameter ``name``, for example
+    ``decoder.layers.0.cross_attn.w_q.weight`` ->
+    ``model.decoder.layers.0.encoder_attn.q_proj.weight``."""
+    if name == "generator.bias":
+        return "final_logits_bias"  # (1, V), added to the logits
+    if name.split(".")[0] in ("src_embed", "tgt_embed", "generator"):
+        return "model.shared.weight"  # one matrix: both embeddings and the output projection
+    decoder = name.startswith("decoder.")
+    renames = {"w_q": "q_proj", "w_k": "k_proj", "w_v": "v_proj", "w_o": "out_proj",
+               "cross_attn": "encoder_attn", "linear1": "fc1", "linear2": "fc2",
+               "norm1": "self_attn_layer_norm",  # a LayerNorm is named after its sub-layer
+               "norm2": "encoder_attn_layer_norm" if decoder else "final_layer_norm",
+               "norm3": "final_layer_norm"}
+    path = name.replace("feed_forward.", "")  # Marian's fc1 and fc2 sit in the layer itself
+    return "model." + ".".join(renames.get(piece, piece) for piece in path.split("."))
+
+
+def load_marian(config, state_dict: dict) -> Transformer:
+    """The course's ``Transformer`` with the sizes, conventions and weights of a ``MarianMTModel``
+    (``config``: its ``MarianConfig``; ``state_dict``: its ``state_dict()``), in eval mode."""
+    check_marian(config)  # the conventions assumed below, or a clear error
+    model = Transformer(
+        config.vocab_size, config.vocab_size, d_model=config.d_model,
+        num_heads=config.encoder_attention_heads, num_layers=config.encoder_layers,
+        d_ff=config.encoder_ffn_dim, dropout=0.0, max_len=config.max_position_embeddings,
+        tie_weights=True,  # the output projection is the (shared) embedding matrix
+        activation="silu", interleaved_positions=False)  # swish; sines, then cosines
+    weights = {name: state_dict[marian_key(name)].reshape(ours.shape)  # the bias: (1, V) -> (V,)
+               for name, ours in model.state_dict().items()}
+    model.load_state_dict(weights)  # strict: every parameter is given, each of the right shape
+    return model.eval()
+
+
+# ----------------------------------------------------------------------------------------------
+# The real model, or the offline stand-in
+# ----------------------------------------------------------------------------------------------
+
+def _reachable(host: str, timeout: float) -> bool:
+    """Can a connection to ``host`` be opened within ``timeout`` seconds? (Never hangs.)"""
+    try:
+        socket.create_connection((host, 443), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def load_opus_mt(name: str = OPUS_MT, timeout: float = 5.0):
+    """``(MarianMTModel in eval mode, MarianTokenizer)`` of ``name``: from the local cache if it
+    is there, else from the Hub (about 300 MB) if ``huggingface.co`` answers within ``timeout``
+    seconds (or through a proxy named by ``HTTPS_PROXY``). Else None, after one printed sentence
+    saying so. ``name`` may be a local folder."""
+    transformers = _transformers()
+    sources, reason = [], f"no connection to {HUB_HOST}"
+    if os.environ.get(OFFLINE_VARIABLE) != "1":
+        sources.append({"local_files_only": True})  # the cache first: no network needed
+        proxy = os.environ.get("HTTPS_PROXY") or os.environ.get("https_proxy")
+        if Path(name).is_dir() or proxy or _reachable(HUB_HOST, timeout):  # a proxy: just try
+            sources.append({})
+    for source in sources:
+        try:
+            with warnings.catch_warnings():  # "Recommended: pip install sacremoses."
+                warnings.simplefilter("ignore")
+                tokenizer = transformers.MarianTokenizer.from_pretrained(name, **source)
+            model = transformers.MarianMTModel.from_pretrained(name, dtype=torch.float32,
+                                                               **source)  # not "auto"
+            return model.eval(), tokenizer
+        except Exception as error:  # not in the cache, or the download failed: no traceback
+            if not source.get("local_files_only"):
+                reason = f"the download failed: {type(error).__name__}"
+    print(f"The real {name} could not be downloaded ({reason}), so every step below runs on "
+          "a stand-in: a small MarianMTModel with the real model's conventions and random "
+          "weights, and a SentencePiece vocabulary trained here.")
+    return None
+
+
+def train_marian_tokenizer(texts, folder, vocab_size: int = 300):
+    """A ``MarianTokenizer`` whose SentencePiece model (one, shared by both languages, as
+    opus-mt's) is trained on ``texts`` (a list of sentences), written to ``folder``. Its ids
+    follow Marian's layout: ``</s>`` 0, ``<unk>`` 1, the pieces, ``<pad>`` last."""
+    import sentencepiece
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "text.txt").write_text("\n".join(texts) + "\n", encoding="utf-8")
+    sentencepiece.SentencePieceTrainer.train(
+        input=str(folder / "text.txt"), model_prefix=str(folder / "spm"), vocab_size=vocab_size,
+        model_type="unigram", character_coverage=1.0, unk_id=0, bos_id=-1, eos_id=-1,
+        num_threads=1, minloglevel=2)  # one thread: the same pieces on every machine
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(folder / "spm.model"))
+    pieces = [processor.id_to_piece(i) for i in range(1, processor.get_piece_size())]
+    vocab = {piece: i for i, piece in enumerate(["</s>", "<unk>", *pieces, "<pad>"])}
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    for side in ("source", "target"):
+        (folder / f"{side}.spm").write_bytes((folder / "spm.model").read_bytes())
+    with warnings.catch_warnings():  # "Recommended: pip install sacremoses."
+        warnings.simplefilter("ignore")
+        return _transformers().MarianTokenizer(str(folder / "source.spm"),
+                                               str(folder / "target.spm"),
+                                               str(folder / "vocab.json"))
+
+
+def marian_config(vocab_size: int, d_model: int = 64, layers: int = 2, heads: int = 4,
+                  ffn: int = 256, max_positions: int = 128):
+    """A ``MarianConfig`` of the given sizes with the published opus-mt conventions: swish,
+    embeddings scaled by sqrt(d_model) and shared, ``</s>`` = 0 ends the source and stops the
+    decoder, ``<pad>`` = the last id starts it."""
+    pad = vocab_size - 1
+    return _transformers().MarianConfig(
+        vocab_size=vocab_size, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
+        encoder_attention_heads=heads, decoder_attention_heads=heads, encoder_ffn_dim=ffn,
+        decoder_ffn_dim=ffn, max_position_embeddings=max_positions, activation_function="swish",
+        scale_embedding=True, share_encoder_decoder_embeddings=True, pad_token_id=pad,
+        decoder_start_token_id=pad, eos_token_id=0, bos_token_id=0, forced_eos_token_id=0)
+
+
+def standin_marian(vocab_size: int, seed: int = 0, std: float = 0.3, **sizes):
+    """A small ``MarianMTModel`` (sizes: see :func:`marian_config`) with random weights, in eval
+    mode, and the published model's generation defaults: 4 beams, at most as many tokens as
+    positions (512 there), ``<pad>`` never generated.
+
+    Every weight and bias is drawn from ``N(0, std^2)``, every LayerNorm gain from ``N(1,
+    std^2)``, and ``final_logits_bias`` from ``N(0, 1)``: ``transformers``' own initialisation
+    (0.02, gains 1, biases 0) gives nearly the same output for every source, and would hide a
+    LayerNorm or a bias loaded in the wrong place. The positional table is left as it is."""
+    transformers = _transformers()
+    config = marian_config(vocab_size, **sizes)
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        torch.manual_seed(seed)
+        model = transformers.MarianMTModel(config)
+        for name, parameter in model.named_parameters():
+            if "embed_positions" not in name:
+                parameter.normal_(1.0 if name.endswith("layer_norm.weight") else 0.0, std)
+        model.final_logits_bias.normal_(0.0, 1.0)
+    model.generation_config.update(num_beams=4, max_length=config.max_position_embeddings,
+                                   bad_words_ids=[[config.pad_token_id]])
+    return model.eval()
