@@ -10,9 +10,9 @@ HELPERS = Path(__file__).resolve().parents[2] / "helpers"
 # The 2017 Transformer and what trains and saves it: what notebooks 01-10 build.
 CORE = ["__init__", "attention", "checks", "data", "decoding", "interop", "layers", "masks",
         "model", "positional", "training", "utils"]
-# helpers/*.py beyond the core: the benchmark, and the two notebooks past the paper. The
-# subpackages (course, exercises, figures, translation) are the course around the model.
-BEYOND = ["bench", "distributed", "gpt"]
+# helpers/*.py beyond the core: the benchmark, and the modules of the two notebooks past the
+# paper (12: gpt and modern, 13: distributed). The subpackages (course, exercises, figures, translation) are the course around the model.
+BEYOND = ["bench", "distributed", "gpt", "modern"]
 MODULES = sorted(HELPERS.rglob("*.py"))
 
 
