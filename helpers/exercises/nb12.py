@@ -1,28 +1,125 @@
-"""Notebook 12's exercises: the modern block's normalisation (``rms_norm``: G1), rotary
-positions (``apply_rope``: G2) and the sampling filter (``filter_logits``: G3, G4).
+"""Notebook 12's exercises, in the notebook's order: one pair's input and labels for translation
+by continuation (``continuation_example``: T1, G5), the GPT's ``forward`` (``gpt``: G6, T2),
+the sampling filter (``filter_logits``: G3, G4), the generation loop with the KV cache's prefill
+(``generate_tokens``: G7, G8, D5, D6), RMSNorm (``rms_norm``: G1) and rotary positions
+(``apply_rope``: G2).
 """
+
+import math
+from dataclasses import dataclass, field
 
 import torch
 
-from ..gpt import apply_rope, filter_logits, rms_norm, rope_angles
-from .engine import Case, Exercise, Pitfall, randn
+from ..data import BOS_ID, EOS_ID, PAD_ID
+from ..gpt import (GPT, GPTConfig, cached_forward, continuation_example, filter_logits,
+                   generate_tokens, sample_next)
+from ..masks import causal_mask
+from ..modern import apply_rope, rms_norm, rope_angles
+from .engine import Case, Exercise, ModuleCase, Pitfall, randn
 
 # ----------------------------------------------------------------------------------------------
-# Buggy variants
+# continuation_example: one pair's input and labels
 # ----------------------------------------------------------------------------------------------
 
-
-def _rms_with_mean(x, weight, eps=1e-6):  # G1: LayerNorm's centring kept
-    centred = x - x.mean(dim=-1, keepdim=True)
-    return centred / centred.pow(2).mean(dim=-1, keepdim=True).add(eps).sqrt() * weight
+SEP_ID = 4  # where joint_vocab puts <sep>: right after the four special tokens
 
 
-def _rope_halves(x, angles):  # G2: pairs (i, i + d/2), the "rotate half" layout
-    half = x.shape[-1] // 2
-    first, second = x[..., :half], x[..., half:]
-    cos, sin = angles.cos(), angles.sin()
-    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+@dataclass(frozen=True)
+class IdsCase(Case):
+    """A case whose answer is a tuple of id lists: each list becomes a ``torch.long`` tensor, so
+    that ``check`` can compare it (tensors are left as they are)."""
 
+    def run(self, fn):
+        result = super().run(fn)
+        if not isinstance(result, tuple):
+            return result
+        return tuple(torch.tensor(part, dtype=torch.long) if isinstance(part, list)
+                     and all(isinstance(i, int) for i in part) else part for part in result)
+
+
+def _example(prompt, answer):
+    """:func:`helpers.gpt.continuation_example`, its lists as tensors."""
+    return tuple(torch.tensor(part) for part in continuation_example(prompt, answer))
+
+
+def _example_cases(g):
+    def words(n, low):
+        return (low + torch.randperm(20, generator=g)[:n]).tolist()
+
+    return [IdsCase("4 English words, 4 French words + <eos>",
+                    ([BOS_ID, *words(4, 5), SEP_ID], [*words(4, 30), EOS_ID])),
+            IdsCase("1 English word, 1 French word + <eos>",
+                    ([BOS_ID, *words(1, 5), SEP_ID], [*words(1, 30), EOS_ID])),
+            IdsCase("2 English words, 5 French words + <eos>",
+                    ([BOS_ID, *words(2, 5), SEP_ID], [*words(5, 30), EOS_ID]))]
+
+
+def _prompt_scored(prompt, answer):  # G5
+    sequence = prompt + answer
+    return sequence[:-1], sequence[1:]
+
+
+def _not_shifted(prompt, answer):  # T1: the label of position t is token t itself
+    sequence = prompt + answer
+    return sequence[:-1], [PAD_ID] * len(prompt) + answer[:-1]
+
+
+def _first_word_unscored(prompt, answer):
+    sequence = prompt + answer
+    return sequence[:-1], [PAD_ID] * len(prompt) + answer[1:]
+
+
+def _sep_scored(prompt, answer):
+    sequence = prompt + answer
+    return sequence[:-1], [PAD_ID] * (len(prompt) - 2) + [prompt[-1], *answer]
+
+
+def _last_token_fed(prompt, answer):
+    return prompt + answer, [PAD_ID] * (len(prompt) - 1) + answer
+
+
+# ----------------------------------------------------------------------------------------------
+# gpt: the learner's GPT.forward, with GPT's __init__ and weights
+# ----------------------------------------------------------------------------------------------
+
+VOCAB = 12  # the checkers' tiny models: 12 token ids
+
+
+def gpt_variant(mask=True, scale=True, positions=True, final_norm=True, given_mask=True):
+    """A GPT whose forward has one bug: no default causal mask (G6), embeddings not scaled
+    (T2), no positions, no final norm, or the mask it is given ignored."""
+    def forward(self, tokens, attention_mask=None):
+        x = self.embed(tokens) * (math.sqrt(self.config.d_model) if scale else 1.0)
+        x = self.positional(x) if positions else x
+        if attention_mask is None or not given_mask:
+            attention_mask = causal_mask(tokens.shape[1])[None, None] if mask else None
+        for block in self.blocks:
+            x = block(x, attention_mask)
+        return self.head(self.final_norm(x) if final_norm else x)
+    return type("BuggyGPT", (GPT,), {"forward": forward})
+
+
+def _gpt_cases(g):
+    def case(label, length, changes=None, batch=2, padded=False):
+        config = GPTConfig(d_model=16, num_heads=2, num_layers=2, d_ff=32, dropout=0.0,
+                           max_len=10, **(changes or {}))
+        tokens = torch.randint(5, VOCAB, (batch, length), generator=g)
+        mask = None
+        if padded:  # the last sequence ends two tokens early: causal and padding (B, 1, L, L)
+            tokens[-1, -2:] = PAD_ID
+            mask = causal_mask(length) & (tokens != PAD_ID)[:, None, None, :]
+        return ModuleCase(label, (tokens, mask), weights_of=GPT,
+                          init={"vocab_size": VOCAB, "config": config})
+
+    return [case("pre-norm, 2 blocks, L=6, mask=None (causal)", 6),
+            case("post-norm (norm_first=False), L=5, mask=None", 5, {"norm_first": False}),
+            case("pre-norm, a causal and padding mask (B, 1, L, L) given", 6, padded=True),
+            case("SwiGLU blocks, one sequence of length 1", 1, {"ffn": "swiglu"}, batch=1)]
+
+
+# ----------------------------------------------------------------------------------------------
+# filter_logits (temperature and top-p)
+# ----------------------------------------------------------------------------------------------
 
 def _top_p_then_temperature(logits, temperature, top_p):  # G3
     return filter_logits(logits, 1.0, top_p=top_p) / temperature
@@ -40,9 +137,119 @@ def _filter(logits, temperature, top_p):
     return filter_logits(logits, temperature, top_p=top_p)
 
 
+def _filter_cases(g):
+    return [Case("8 tokens, temperature 0.5, top_p 0.9", (3 * randn(g, 2, 8), 0.5, 0.9)),
+            Case("6 tokens, temperature 2, top_p 0.6", (2 * randn(g, 3, 6), 2.0, 0.6)),
+            Case("one token of 0.6, top_p 0.5: the first token crosses",
+                 (torch.tensor([[0.0, -1.0986, -1.0986, -10.0]]).log_softmax(-1), 1.0,
+                  0.5)),
+            Case("12 tokens, temperature 1, top_p 0.95", (randn(g, 1, 12), 1.0, 0.95))]
+
+
 # ----------------------------------------------------------------------------------------------
-# Cases
+# generate_tokens: the loop, with the KV cache's prefill
 # ----------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GenerateCase(Case):
+    """The learner's loop on a tiny GPT (weights from ``seed``, ``<eos>`` made likelier by
+    ``eos_bias`` so that rows end at different steps) with a fresh generator seeded with
+    ``sample_seed``. The global random state is untouched."""
+
+    config: GPTConfig = field(default_factory=GPTConfig)
+    seed: int = 0
+    eos_bias: float = 0.0
+    sample_seed: int = 0
+
+    def run(self, fn):
+        with torch.random.fork_rng(devices=[]), torch.no_grad():
+            torch.manual_seed(self.seed)
+            model = GPT(VOCAB, self.config).eval()
+            # an output layer of its own: a random model with tied embeddings mostly repeats
+            # the token it reads, which would hide most mistakes
+            model.head.weight = torch.nn.Parameter(torch.randn(VOCAB, self.config.d_model))
+            model.head.bias[EOS_ID] += self.eos_bias
+            generator = torch.Generator().manual_seed(self.sample_seed)
+            return fn(model, *self.args, **{**self.kwargs, "generator": generator})
+
+
+def _generate_uncached(model, prompt, max_new, temperature=0.0, generator=None):
+    """:func:`helpers.gpt.generate_tokens` WITHOUT the cache: the tokens the cached loop must
+    give."""
+    return generate_tokens(model, prompt, max_new, temperature, generator=generator,
+                           use_cache=False)
+
+
+def _generate_cases(g):
+    def prompts(batch, length):
+        words = torch.randint(5, VOCAB, (batch, length - 2), generator=g)
+        ends = torch.tensor([[BOS_ID], [SEP_ID]]).expand(2, batch).T
+        return torch.cat([ends[:, :1], words, ends[:, 1:]], dim=1)  # <bos> words <sep>
+
+    def config(**changes):
+        return GPTConfig(**{"d_model": 16, "num_heads": 2, "num_layers": 2, "d_ff": 32,
+                            "dropout": 0.0, "max_len": 16, **changes})
+
+    return [
+        GenerateCase("greedy, 3 prompts of 5 tokens, max_new=6", (prompts(3, 5), 6),
+                     config=config(), seed=3, eos_bias=1.5),
+        GenerateCase("greedy, rotary positions, until every row has <eos>", (prompts(3, 4), 10),
+                     config=config(positions="rope"), seed=1),
+        GenerateCase("sampled at temperature 1 (seeded generator), 4 prompts",
+                     (prompts(4, 4), 6), {"temperature": 1.0}, config=config(), seed=2,
+                     eos_bias=1.0, sample_seed=3),
+        GenerateCase("post-norm, max_len=9 reached by a prompt of 5", (prompts(2, 5), 8),
+                     config=config(norm_first=False, max_len=9), seed=4, eos_bias=2.0),
+    ]
+
+
+def _loop(position="last", start="right", prefill=True, refeed=False, keep_eos=True,
+          stop="all", limit=True, use_generator=True):
+    """The reference loop with one thing wrong: the logits of the first position (D5), the
+    new token's ``start`` at 0 or one too far (G7), no prefill (G8), the whole sequence fed
+    again with the cache, finished rows not kept at ``<eos>`` or the loop stopped at the first
+    one (D6), ``max_len`` ignored, the generator not passed on."""
+    def loop(model, prompt, max_new, temperature=0.0, generator=None):
+        out, cache = prompt, [None] * len(model.blocks)
+        finished = torch.zeros(len(prompt), dtype=torch.bool)
+        steps = min(max_new, model.config.max_len - prompt.shape[1]) if limit else max_new
+        for _ in range(steps):
+            if refeed:
+                new, at = out, 0
+            elif cache[0] is None:
+                new, at = (out, 0) if prefill else (out[:, -1:], out.shape[1] - 1)
+            else:
+                new, at = out[:, -1:], out.shape[1] - 1
+            at = {"right": at, "zero": 0, "after": at + 1}[start]
+            logits = cached_forward(model, new, cache, at)
+            logits = logits[:, -1] if position == "last" else logits[:, 0]
+            next_token = sample_next(logits, temperature,
+                                     generator=generator if use_generator else None)
+            if keep_eos:
+                next_token = next_token.masked_fill(finished, EOS_ID)
+            out = torch.cat([out, next_token[:, None]], dim=1)
+            finished |= next_token == EOS_ID
+            if (finished.all() if stop == "all" else finished.any()):
+                break
+        return out
+    return loop
+
+
+# ----------------------------------------------------------------------------------------------
+# rms_norm and apply_rope: the modern block's parts
+# ----------------------------------------------------------------------------------------------
+
+def _rms_with_mean(x, weight, eps=1e-6):  # G1: LayerNorm's centring kept
+    centred = x - x.mean(dim=-1, keepdim=True)
+    return centred / centred.pow(2).mean(dim=-1, keepdim=True).add(eps).sqrt() * weight
+
+
+def _rope_halves(x, angles):  # G2: pairs (i, i + d/2), the "rotate half" layout
+    half = x.shape[-1] // 2
+    first, second = x[..., :half], x[..., half:]
+    cos, sin = angles.cos(), angles.sin()
+    return torch.cat([first * cos - second * sin, first * sin + second * cos], dim=-1)
+
 
 def _rms_cases(g):
     def gain(d):
@@ -61,16 +268,106 @@ def _rope_cases(g):
                  (randn(g, 1, 6, 6), rope_angles(6, 6, start=3)))]
 
 
-def _filter_cases(g):
-    return [Case("8 tokens, temperature 0.5, top_p 0.9", (3 * randn(g, 2, 8), 0.5, 0.9)),
-            Case("6 tokens, temperature 2, top_p 0.6", (2 * randn(g, 3, 6), 2.0, 0.6)),
-            Case("one token of 0.6, top_p 0.5: the first token crosses",
-                 (torch.tensor([[0.0, -1.0986, -1.0986, -10.0]]).log_softmax(-1), 1.0,
-                  0.5)),
-            Case("12 tokens, temperature 1, top_p 0.95", (randn(g, 1, 12), 1.0, 0.95))]
+_HINT_START = ("a new token sits at position t, the number of tokens before it: pass "
+               "start = out.shape[1] - 1 for the newest token (0 for the prefill), so that its "
+               "positional encoding and its row of the causal mask are the right ones.")
+_HINT_D6 = ("once a row has written <eos>, every later token of that row is <eos> (sample_next "
+            "still runs for it: replace its token), and the loop stops when EVERY row has "
+            "written <eos>.")
 
 
 EXERCISES: dict[str, Exercise] = {
+    "continuation_example": Exercise(
+        reference=_example,
+        make_cases=_example_cases,
+        sources=(continuation_example,),
+        outputs=("inputs", "labels"),
+        pitfalls=(
+            Pitfall("G5", "the prompt scored", _prompt_scored,
+                    "your labels also ask the model to predict the English words and <sep>: "
+                    "the loss must count the continuation only. The label of a position whose "
+                    "next token is still the prompt's is PAD_ID, which the loss ignores."),
+            Pitfall("T1", "labels not shifted", _not_shifted,
+                    "the label of position t is the NEXT token, t + 1: without the shift the "
+                    "model learns to copy the token it already reads."),
+            Pitfall(None, "the first French word unscored", _first_word_unscored,
+                    "the position of <sep> is the one that predicts the first French word: "
+                    "its label is that word, not PAD_ID."),
+            Pitfall(None, "<sep> predicted", _sep_scored,
+                    "<sep> is part of the prompt, given to the model, not predicted: the "
+                    "position before it gets PAD_ID."),
+            Pitfall(None, "the last token fed", _last_token_fed,
+                    "the last token (<eos>) is a label only: nothing comes after it to predict, "
+                    "so the input is the sequence without its last token."),
+        ),
+    ),
+    "gpt": Exercise(
+        reference=GPT,
+        make_cases=_gpt_cases,
+        sources=(GPT.forward, GPT.embed_tokens),
+        outputs=("logits",),
+        pitfalls=(
+            Pitfall("G6", "no causal mask by default", gpt_variant(mask=False),
+                    "with mask=None every position attends to the tokens after it, the ones "
+                    "it must predict: build the causal mask, causal_mask(L)[None, None] "
+                    "(four axes, True = may attend), when none is given."),
+            Pitfall("T2", "embeddings not scaled", gpt_variant(scale=False),
+                    "multiply the embeddings by sqrt(d_model) before adding the positions, as "
+                    "notebook 05's encoder does."),
+            Pitfall(None, "no positions", gpt_variant(positions=False),
+                    "add the positions: self.positional(x) adds the sinusoidal table (and "
+                    "dropout). Without them attention cannot tell the order of the tokens."),
+            Pitfall(None, "no final norm", gpt_variant(final_norm=False),
+                    "a pre-norm stack ends with one more norm before the output layer: "
+                    "self.head(self.final_norm(x)) (final_norm is nn.Identity in post-norm)."),
+            Pitfall(None, "the given mask ignored", gpt_variant(given_mask=False),
+                    "use the mask you are given (it also hides the padding); build the causal "
+                    "one only when mask is None."),
+        ),
+    ),
+    "filter_logits": Exercise(
+        reference=_filter,
+        make_cases=_filter_cases,
+        sources=(filter_logits,),
+        pitfalls=(
+            Pitfall("G3", "top-p before the temperature", _top_p_then_temperature,
+                    "divide by the temperature FIRST: the temperature reshapes the "
+                    "distribution, and the nucleus (top-p) must be chosen on that new shape."),
+            Pitfall("G4", "the crossing token dropped", _top_p_without_crossing,
+                    "keep the token that crosses top_p: the nucleus is the smallest set of most "
+                    "likely tokens whose probabilities reach top_p, so remove a token only when "
+                    "the tokens ranked above it already reach top_p."),
+        ),
+    ),
+    "generate_tokens": Exercise(
+        reference=_generate_uncached,
+        make_cases=_generate_cases,
+        sources=(generate_tokens,),
+        outputs=("tokens",),
+        pitfalls=(
+            Pitfall("D5", "the first position's logits", _loop(position="first"),
+                    "the next token comes from the last position's logits, logits[:, -1]: "
+                    "after the prefill there is one row of logits per prompt token."),
+            Pitfall("G7", "start always 0", _loop(start="zero"), _HINT_START),
+            Pitfall("G7", "start one too far", _loop(start="after"), _HINT_START),
+            Pitfall("G8", "no prefill", _loop(prefill=False),
+                    "the first call must feed the whole prompt (the prefill, start=0), so that "
+                    "the cache holds the keys and values of every prompt token; then one token "
+                    "per step."),
+            Pitfall(None, "the whole sequence fed again", _loop(refeed=True),
+                    "after the prefill, feed only the newest token, out[:, -1:]: the cache "
+                    "already holds the keys and values of the others, and fed again they would "
+                    "be stored twice."),
+            Pitfall("D6", "finished rows not kept at <eos>", _loop(keep_eos=False), _HINT_D6),
+            Pitfall("D6", "stopped at the first <eos>", _loop(stop="any"), _HINT_D6),
+            Pitfall(None, "max_len ignored", _loop(limit=False),
+                    "the sequence may not grow beyond model.config.max_len positions: at most "
+                    "min(max_new, max_len - P) new tokens."),
+            Pitfall(None, "the generator not passed on", _loop(use_generator=False),
+                    "pass generator=generator on to sample_next: the samples must come from "
+                    "the generator you are given."),
+        ),
+    ),
     "rms_norm": Exercise(
         reference=rms_norm,
         make_cases=_rms_cases,
@@ -103,20 +400,6 @@ EXERCISES: dict[str, Exercise] = {
                     lambda x, a: apply_rope(x, -a),
                     "the rotation goes the other way: (x0, x1) -> (x0 cos - x1 sin, "
                     "x0 sin + x1 cos), a turn by +angle."),
-        ),
-    ),
-    "filter_logits": Exercise(
-        reference=_filter,
-        make_cases=_filter_cases,
-        sources=(filter_logits,),
-        pitfalls=(
-            Pitfall("G3", "top-p before the temperature", _top_p_then_temperature,
-                    "divide by the temperature FIRST: the temperature reshapes the "
-                    "distribution, and the nucleus (top-p) must be chosen on that new shape."),
-            Pitfall("G4", "the crossing token dropped", _top_p_without_crossing,
-                    "keep the token that crosses top_p: the nucleus is the smallest set of most "
-                    "likely tokens whose probabilities reach top_p, so remove a token only when "
-                    "the tokens ranked above it already reach top_p."),
         ),
     ),
 }

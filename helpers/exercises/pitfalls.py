@@ -63,11 +63,17 @@ PITFALLS = {
     "G2": ("rotary positions rotating the wrong pairs of features", ("12",)),
     "G3": ("the top-p filter applied before the temperature", ("12",)),
     "G4": ("top-p dropping the token that crosses the threshold", ("12",)),
+    "G5": ("the prompt's labels kept: the loss also scores the English sentence", ("12",)),
+    "G6": ("a GPT without its causal mask by default: each position sees what it predicts",
+           ("12",)),
+    "G7": ("a cached step at the wrong position: start is not the tokens before it", ("12",)),
+    "G8": ("no prefill: the prompt never goes through the KV cache", ("12",)),
     "S1": ("each rank's loss averaged over its own tokens: a mean of means", ("13",)),
     "S2": ("the loss not multiplied by the world size, though DDP averages the gradients",
            ("13",)),
     "S3": ("no DistributedSampler: every rank trains on the same pairs", ("13",)),
     "S4": ("a step's start advanced by one rank's share instead of the global batch", ("13",)),
+    "S5": ("gradients all-reduced (summed) but not divided by the world size", ("13",)),
 }
 
 FAMILIES = {"A": "attention", "P": "positional encoding", "H": "heads", "N": "LayerNorm",

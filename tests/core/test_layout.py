@@ -11,9 +11,9 @@ HELPERS = Path(__file__).resolve().parents[2] / "helpers"
 CORE = ["__init__", "attention", "checks", "data", "decoding", "interop", "layers", "masks",
         "model", "positional", "training", "utils"]
 # helpers/*.py beyond the core: the benchmark, and the modules of the two notebooks past the
-# paper (12: gpt and modern, 13: distributed). The subpackages (course, exercises, figures,
-# translation) are the course around the model.
-BEYOND = ["bench", "distributed", "gpt", "modern"]
+# paper (12: gpt and modern, 13: distributed and fsdp). The subpackages (course, exercises,
+# figures, translation) are the course around the model.
+BEYOND = ["bench", "distributed", "fsdp", "gpt", "modern"]
 MODULES = sorted(HELPERS.rglob("*.py"))
 
 

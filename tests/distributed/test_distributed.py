@@ -17,7 +17,6 @@ from helpers.attention import scaled_dot_product_attention
 from helpers.distributed import (
     gradients_after_one_step,
     launch,
-    load_checkpoint,
     main,
     micro_batch_size,
     micro_batches,
@@ -26,6 +25,7 @@ from helpers.distributed import (
     torchrun_command,
     train_distributed,
 )
+from helpers.fsdp import load_checkpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--d-model", "32", "--num-heads", "2", "--num-layers", "1", "--d-ff", "64",
