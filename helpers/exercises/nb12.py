@@ -6,23 +6,28 @@ the sampling filter (``filter_logits``: G3, G4), the generation loop with the KV
 """
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from ..data import BOS_ID, EOS_ID, PAD_ID
-from ..gpt import (GPT, GPTConfig, cached_forward, continuation_example, filter_logits,
-                   generate_tokens, sample_next)
+from ..gpt import GPT, GPTConfig, continuation_example, filter_logits, generate_tokens
 from ..masks import causal_mask
 from ..modern import apply_rope, rms_norm, rope_angles
 from .engine import Case, Exercise, ModuleCase, Pitfall, randn
+from .nb12_generation import (
+    HINT_D6,
+    HINT_START,
+    SEP_ID,
+    VOCAB,
+    generate_cases,
+    generate_uncached,
+    loop_with,
+)
 
 # ----------------------------------------------------------------------------------------------
 # continuation_example: one pair's input and labels
 # ----------------------------------------------------------------------------------------------
-
-SEP_ID = 4  # where joint_vocab puts <sep>: right after the four special tokens
-
 
 @dataclass(frozen=True)
 class IdsCase(Case):
@@ -81,9 +86,6 @@ def _last_token_fed(prompt, answer):
 # ----------------------------------------------------------------------------------------------
 # gpt: the learner's GPT.forward, with GPT's __init__ and weights
 # ----------------------------------------------------------------------------------------------
-
-VOCAB = 12  # the checkers' tiny models: 12 token ids
-
 
 def gpt_variant(mask=True, scale=True, positions=True, final_norm=True, given_mask=True):
     """A GPT whose forward has one bug: no default causal mask (G6), embeddings not scaled
@@ -147,95 +149,6 @@ def _filter_cases(g):
 
 
 # ----------------------------------------------------------------------------------------------
-# generate_tokens: the loop, with the KV cache's prefill
-# ----------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GenerateCase(Case):
-    """The learner's loop on a tiny GPT (weights from ``seed``, ``<eos>`` made likelier by
-    ``eos_bias`` so that rows end at different steps) with a fresh generator seeded with
-    ``sample_seed``. The global random state is untouched."""
-
-    config: GPTConfig = field(default_factory=GPTConfig)
-    seed: int = 0
-    eos_bias: float = 0.0
-    sample_seed: int = 0
-
-    def run(self, fn):
-        with torch.random.fork_rng(devices=[]), torch.no_grad():
-            torch.manual_seed(self.seed)
-            model = GPT(VOCAB, self.config).eval()
-            # an output layer of its own: a random model with tied embeddings mostly repeats
-            # the token it reads, which would hide most mistakes
-            model.head.weight = torch.nn.Parameter(torch.randn(VOCAB, self.config.d_model))
-            model.head.bias[EOS_ID] += self.eos_bias
-            generator = torch.Generator().manual_seed(self.sample_seed)
-            return fn(model, *self.args, **{**self.kwargs, "generator": generator})
-
-
-def _generate_uncached(model, prompt, max_new, temperature=0.0, generator=None):
-    """:func:`helpers.gpt.generate_tokens` WITHOUT the cache: the tokens the cached loop must
-    give."""
-    return generate_tokens(model, prompt, max_new, temperature, generator=generator,
-                           use_cache=False)
-
-
-def _generate_cases(g):
-    def prompts(batch, length):
-        words = torch.randint(5, VOCAB, (batch, length - 2), generator=g)
-        ends = torch.tensor([[BOS_ID], [SEP_ID]]).expand(2, batch).T
-        return torch.cat([ends[:, :1], words, ends[:, 1:]], dim=1)  # <bos> words <sep>
-
-    def config(**changes):
-        return GPTConfig(**{"d_model": 16, "num_heads": 2, "num_layers": 2, "d_ff": 32,
-                            "dropout": 0.0, "max_len": 16, **changes})
-
-    return [
-        GenerateCase("greedy, 3 prompts of 5 tokens, max_new=6", (prompts(3, 5), 6),
-                     config=config(), seed=3, eos_bias=1.5),
-        GenerateCase("greedy, rotary positions, until every row has <eos>", (prompts(3, 4), 10),
-                     config=config(positions="rope"), seed=1),
-        GenerateCase("sampled at temperature 1 (seeded generator), 4 prompts",
-                     (prompts(4, 4), 6), {"temperature": 1.0}, config=config(), seed=2,
-                     eos_bias=1.0, sample_seed=3),
-        GenerateCase("post-norm, max_len=9 reached by a prompt of 5", (prompts(2, 5), 8),
-                     config=config(norm_first=False, max_len=9), seed=4, eos_bias=2.0),
-    ]
-
-
-def _loop(position="last", start="right", prefill=True, refeed=False, keep_eos=True,
-          stop="all", limit=True, use_generator=True):
-    """The reference loop with one thing wrong: the logits of the first position (D5), the
-    new token's ``start`` at 0 or one too far (G7), no prefill (G8), the whole sequence fed
-    again with the cache, finished rows not kept at ``<eos>`` or the loop stopped at the first
-    one (D6), ``max_len`` ignored, the generator not passed on."""
-    def loop(model, prompt, max_new, temperature=0.0, generator=None):
-        out, cache = prompt, [None] * len(model.blocks)
-        finished = torch.zeros(len(prompt), dtype=torch.bool)
-        steps = min(max_new, model.config.max_len - prompt.shape[1]) if limit else max_new
-        for _ in range(steps):
-            if refeed:
-                new, at = out, 0
-            elif cache[0] is None:
-                new, at = (out, 0) if prefill else (out[:, -1:], out.shape[1] - 1)
-            else:
-                new, at = out[:, -1:], out.shape[1] - 1
-            at = {"right": at, "zero": 0, "after": at + 1}[start]
-            logits = cached_forward(model, new, cache, at)
-            logits = logits[:, -1] if position == "last" else logits[:, 0]
-            next_token = sample_next(logits, temperature,
-                                     generator=generator if use_generator else None)
-            if keep_eos:
-                next_token = next_token.masked_fill(finished, EOS_ID)
-            out = torch.cat([out, next_token[:, None]], dim=1)
-            finished |= next_token == EOS_ID
-            if (finished.all() if stop == "all" else finished.any()):
-                break
-        return out
-    return loop
-
-
-# ----------------------------------------------------------------------------------------------
 # rms_norm and apply_rope: the modern block's parts
 # ----------------------------------------------------------------------------------------------
 
@@ -266,14 +179,6 @@ def _rope_cases(g):
             Case("one vector, d_k = 4, position 7", (randn(g, 1, 4), rope_angles(8, 4)[7:])),
             Case("positions 3 to 8 (a KV cache's new tokens)",
                  (randn(g, 1, 6, 6), rope_angles(6, 6, start=3)))]
-
-
-_HINT_START = ("a new token sits at position t, the number of tokens before it: pass "
-               "start = out.shape[1] - 1 for the newest token (0 for the prefill), so that its "
-               "positional encoding and its row of the causal mask are the right ones.")
-_HINT_D6 = ("once a row has written <eos>, every later token of that row is <eos> (sample_next "
-            "still runs for it: replace its token), and the loop stops when EVERY row has "
-            "written <eos>.")
 
 
 EXERCISES: dict[str, Exercise] = {
@@ -340,30 +245,30 @@ EXERCISES: dict[str, Exercise] = {
         ),
     ),
     "generate_tokens": Exercise(
-        reference=_generate_uncached,
-        make_cases=_generate_cases,
+        reference=generate_uncached,
+        make_cases=generate_cases,
         sources=(generate_tokens,),
         outputs=("tokens",),
         pitfalls=(
-            Pitfall("D5", "the first position's logits", _loop(position="first"),
+            Pitfall("D5", "the first position's logits", loop_with(position="first"),
                     "the next token comes from the last position's logits, logits[:, -1]: "
                     "after the prefill there is one row of logits per prompt token."),
-            Pitfall("G7", "start always 0", _loop(start="zero"), _HINT_START),
-            Pitfall("G7", "start one too far", _loop(start="after"), _HINT_START),
-            Pitfall("G8", "no prefill", _loop(prefill=False),
+            Pitfall("G7", "start always 0", loop_with(start="zero"), HINT_START),
+            Pitfall("G7", "start one too far", loop_with(start="after"), HINT_START),
+            Pitfall("G8", "no prefill", loop_with(prefill=False),
                     "the first call must feed the whole prompt (the prefill, start=0), so that "
                     "the cache holds the keys and values of every prompt token; then one token "
                     "per step."),
-            Pitfall(None, "the whole sequence fed again", _loop(refeed=True),
+            Pitfall(None, "the whole sequence fed again", loop_with(refeed=True),
                     "after the prefill, feed only the newest token, out[:, -1:]: the cache "
                     "already holds the keys and values of the others, and fed again they would "
                     "be stored twice."),
-            Pitfall("D6", "finished rows not kept at <eos>", _loop(keep_eos=False), _HINT_D6),
-            Pitfall("D6", "stopped at the first <eos>", _loop(stop="any"), _HINT_D6),
-            Pitfall(None, "max_len ignored", _loop(limit=False),
+            Pitfall("D6", "finished rows not kept at <eos>", loop_with(keep_eos=False), HINT_D6),
+            Pitfall("D6", "stopped at the first <eos>", loop_with(stop="any"), HINT_D6),
+            Pitfall(None, "max_len ignored", loop_with(limit=False),
                     "the sequence may not grow beyond model.config.max_len positions: at most "
                     "min(max_new, max_len - P) new tokens."),
-            Pitfall(None, "the generator not passed on", _loop(use_generator=False),
+            Pitfall(None, "the generator not passed on", loop_with(use_generator=False),
                     "pass generator=generator on to sample_next: the samples must come from "
                     "the generator you are given."),
         ),

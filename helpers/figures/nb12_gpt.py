@@ -8,8 +8,18 @@ from matplotlib import ticker
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from .maps import attention_heatmap
-from .style import (BLOCK_COLOURS, BLOCKED, EDGE, FAINT, FRAME, HIGHLIGHT, INK, MAY_ATTEND,
-                    MUTED, as_array)
+from .style import (
+    BLOCK_COLOURS,
+    BLOCKED,
+    EDGE,
+    FAINT,
+    FRAME,
+    HIGHLIGHT,
+    INK,
+    MAY_ATTEND,
+    MUTED,
+    as_array,
+)
 
 
 def _box(ax, x, y, text, colour, width=2.6, height=0.55):
@@ -127,8 +137,10 @@ def gpt_training_figure(curves, window=20, title=None):
         first = len(next(iter(curves.values()))) - len(values) + 1  # the window's last step
         ax.plot(np.arange(first, first + len(values)), values, style, lw=1.8, label=label)
     ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ax.set_yticks([t for t in (1, 1.25, 1.5, 2, 3, 4, 6, 8) if low <= t <= high])
     ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
     ax.set(xlabel="training step", ylabel="training loss (log scale)")
     ax.grid(True, which="both", alpha=0.25)
     ax.legend(fontsize=9)

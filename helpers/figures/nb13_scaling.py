@@ -7,10 +7,19 @@ import numpy as np
 from matplotlib.colors import ListedColormap
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from .style import (BLOCKED, EDGE, FAINT, INK, MUTED, RANK_COLOURS, as_array, cell_lines,
-                    legend_patches, loss_curves)
-
-COLLECTIVE = "#f7ec9c"  # the box of a collective operation (the ranks' colours are taken)
+from .style import (
+    BLOCKED,
+    COLLECTIVE,
+    EDGE,
+    FAINT,
+    INK,
+    MUTED,
+    RANK_COLOURS,
+    as_array,
+    cell_lines,
+    legend_patches,
+    loss_curves,
+)
 
 
 def sharding_figure(shares, title=None):

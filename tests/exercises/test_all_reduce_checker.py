@@ -25,7 +25,7 @@ def average_in_one_buffer(model):
 
 
 def summed_only(model):  # S5
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         if p.requires_grad:
             dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)
 

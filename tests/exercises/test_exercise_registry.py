@@ -450,7 +450,8 @@ def test_solution_prints_code_from_the_file_it_names(capsys, name):
     for block in blocks:
         header, *code = block.removeprefix("# From ").split("\n")
         text = (ROOT / header.split(" (")[0]).read_text()
-        assert code[0].startswith(("def ", "@")) and "return" in block  # "@": a decorator
+        assert code[0].startswith(("def ", "@"))  # "@": a decorator
+        assert "return" in block or name == "average_gradients"  # which works in place
         missing = [line for line in code[1:]
                    if not re.search(rf"^ *{re.escape(line.lstrip())}$", text, re.M)]
         assert missing == [], header

@@ -127,7 +127,8 @@ def loop_with_while(model, prompt, max_new, temperature=0.0, generator=None):
     while new < max_new and tokens.shape[1] < model.config.max_len:
         token = sample_next(logits, temperature, generator=generator)
         token = torch.where(done, torch.full_like(token, EOS_ID), token)
-        tokens, new, done = torch.cat([tokens, token[:, None]], 1), new + 1, done | (token == EOS_ID)
+        tokens, new = torch.cat([tokens, token[:, None]], 1), new + 1
+        done = done | (token == EOS_ID)
         if done.all():
             break
         logits = cached_forward(model, token[:, None], cache, tokens.shape[1] - 1)[:, -1]
