@@ -10,17 +10,18 @@ Each of the W processes ("ranks") holds a whole copy of the model. A step of glo
    (``DistributedSampler``) and takes its B / W pairs of each block of B: together the ranks
    see exactly the batch that one process (W = 1) sees at that step;
 2. loss: each rank adds up its token losses and divides by the token count of the *global*
-   batch (all-reduced), times W, because DDP averages the gradients (see :func:`_backward`);
+   batch (all-reduced), times W, because DDP averages the gradients (:func:`rank_loss`);
 3. gradients: during ``backward`` DDP all-reduces them, so every rank clips and applies the
-   same gradients to the same weights, and the copies stay identical.
+   same gradients to the same weights, and the copies stay identical. ``--by-hand`` leaves
+   DDP out and averages them after ``backward`` (:func:`average_gradients`).
 
 ``--accumulate k`` runs each rank's B / W pairs through forward and backward in k pieces, with
 ``model.no_sync()`` (no all-reduce) for all but the last; ``--bf16`` runs the forward under
 ``torch.autocast`` in bfloat16. ``--fsdp`` replaces DDP by FSDP (``fully_shard``): each rank
 keeps only its 1/W of the weights, gradients and optimizer state, and gathers a layer's weights
 just when it needs them; ``--save DIR`` writes a sharded checkpoint with
-``torch.distributed.checkpoint`` (each rank its own shard) that one process can load.
-Shapes: ``b`` pairs in a piece, ``T`` target length, ``V`` target vocabulary.
+``torch.distributed.checkpoint`` (each rank its own shard) that one process can load (both in
+:mod:`helpers.fsdp`). Shapes: ``b`` pairs in a piece, ``T`` target length, ``V`` target vocabulary.
 """
 
 import argparse
@@ -34,20 +35,21 @@ import subprocess
 import sys
 import tempfile
 import time
-import warnings
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
 from torch.utils.data import DataLoader
 from torch.utils.data.distributed import DistributedSampler
 
 from .checks import check_sizes
 from .data import PAD_ID, encode_pairs, make_batch
+from .fsdp import local_parameters, save_checkpoint, shard, whole_tensor
 from .model import TransformerConfig, build_model
-from .training import label_smoothed_nll, make_optimizer
+from .training import make_optimizer
 from .translation import CORPUS_ARGS, make_corpus
 from .utils import set_seed
 
@@ -72,6 +74,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     add("--backend", choices=["gloo", "nccl"], default="gloo", help="nccl: one CUDA GPU a rank")
     add("--bf16", action="store_true", help="forward under autocast in bfloat16")
     add("--fsdp", action="store_true", help="shard the model with FSDP instead of DDP")
+    add("--by-hand", action="store_true", help="no DDP: average_gradients after backward")
     add("--save", help="a folder: the trained weights as a torch.distributed.checkpoint")
     add("--threads", type=int, help="torch threads in each process")
     add("--log-json", help="JSON log by rank 0 (not --log: torchrun would take it)")
@@ -126,26 +129,15 @@ def process_group(rank: int, world_size: int, backend: str = "gloo"):
             dist.destroy_process_group()
 
 
-def shard(model, device_type: str = "cpu"):
-    """FSDP2 on the default process group: each encoder and decoder layer becomes one unit
-    (its weights gathered for its forward and backward only), the embeddings and the output
-    layer another; ``model`` is changed in place (its parameters become ``DTensor`` shards)."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard  # torch >= 2.6
-
-    # The course's model returns its logits as a view; nothing edits them in place, so the
-    # warning FSDP gives for every such output does not apply here.
-    warnings.filterwarnings("ignore", message="FSDP2-wrapped module .* returned a view tensor")
-    mesh = init_device_mesh(device_type, (dist.get_world_size(),))
-    for layer in [*model.encoder.layers, *model.decoder.layers]:
-        fully_shard(layer, mesh=mesh)
-    return fully_shard(model, mesh=mesh)
-
-
-def local_parameters(model) -> int:
-    """How many parameter numbers this process holds: all of them, or its shards under FSDP."""
-    return sum((p.to_local() if hasattr(p, "to_local") else p).numel()
-               for p in model.parameters())
+def wrap_model(model, args, device):
+    """The model as this rank trains it: in DDP, which copies rank 0's weights to every rank
+    and all-reduces the gradients during ``backward``; sharded by FSDP with ``--fsdp``; as it
+    is with ``--by-hand`` (:func:`average_gradients` after ``backward``) or in one process."""
+    if not dist.is_initialized() or args.by_hand:
+        return model
+    if args.fsdp:
+        return shard(model, device.type)
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
 def _setup(rank: int, world_size: int, args):
@@ -163,35 +155,51 @@ def _setup(rank: int, world_size: int, args):
     set_seed(args.seed)  # the same initial weights everywhere (DDP also copies rank 0's)
     model = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab)).to(device).train()
     torch.manual_seed(args.seed + rank)  # but each rank its own dropout masks
-    if dist.is_initialized() and args.fsdp:
-        model = shard(model, device.type)
-    elif dist.is_initialized():
-        model = DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    model = wrap_model(model, args, device)
     optimizer, scheduler = make_optimizer(model, args.d_model, args.warmup, args.lr_scale)
     data = micro_batches(encoded, rank, world_size, args.batch_size // world_size, args.seed)
     return model, optimizer, scheduler, data, device
 
 
-def _backward(model, pairs: list, world_size: int, args, device) -> float:
-    """Forward and backward of this rank's ``pairs`` in ``args.accumulate`` pieces. Returns the
+def rank_loss(token_losses: torch.Tensor, mask: torch.Tensor, global_tokens,
+              world_size: int) -> torch.Tensor:
+    """The loss one of W ranks backpropagates so that DDP's averaged gradient is one process's.
+
+    ``token_losses (b, T)``: the loss of each target token of this rank's pairs; ``mask (b, T)``:
+    True on real tokens, False on padding; ``global_tokens``: N, the real tokens of the whole
+    global batch (all ranks). One process minimises (sum of all token losses) / N; DDP averages
+    the W ranks' gradients, so each rank returns W S_r / N, S_r the sum of its own.
+    """
+    summed = token_losses.masked_fill(~mask, 0.0).sum()  # S_r: padding adds nothing
+    return summed * world_size / global_tokens
+
+
+def average_gradients(model) -> None:
+    """DDP's all-reduce by hand, after ``backward``: every gradient becomes its mean over the
+    ranks of the default process group, the same numbers on every rank."""
+    world_size = dist.get_world_size()
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)  # the sum of the ranks' gradients
+            p.grad /= world_size
+
+
+def forward_backward(model, pairs: list, world_size: int, args, device) -> float:
+    """Forward and backward of this rank's ``pairs`` in ``args.accumulate`` pieces; returns the
     loss of the global batch (the mean over all its real target tokens), the same on every rank.
 
-    Why ``S * W / N``: one process minimises ``L = (sum of the token losses of all B pairs) / N``,
-    ``N`` the real target tokens of the B pairs. Rank r computes ``S_r``, the sum of its token
-    losses, and ``N`` (all-reduced counts); DDP averages the ranks' gradients, which gives
-    ``(1/W) sum_r grad(W S_r / N) = grad(sum_r S_r / N) = grad(L)``. The course's loss per rank
-    (the mean ``S_r / N_r``) would weigh a token of a rank with fewer tokens more. The pieces of
-    ``--accumulate`` add their gradients, so the same weights hold for them.
+    Each piece backpropagates :func:`rank_loss`, given N (all-reduced before the first piece).
+    The pieces' gradients add up in ``.grad``; under DDP only the last piece's backward
+    all-reduces them (``no_sync`` for the others), and ``--by-hand`` averages them at the end.
     """
     size = micro_batch_size(args.batch_size, world_size, args.accumulate)
     pieces = [make_batch([s for s, _ in pairs[i:i + size]], [t for _, t in pairs[i:i + size]])
               .to(device) for i in range(0, len(pairs), size)]
-    counts = [(piece.tgt_out != PAD_ID).sum() for piece in pieces]  # real target tokens
-    total = torch.stack(counts).sum().float()  # () this rank's tokens ...
+    total = torch.stack([(p.tgt_out != PAD_ID).sum() for p in pieces]).sum().float()  # ours ...
     if dist.is_initialized():
-        dist.all_reduce(total)  # ... then N, those of all ranks
+        dist.all_reduce(total)  # ... then N, the real target tokens of all ranks
     loss_sum = torch.zeros((), device=device)
-    for i, (piece, count) in enumerate(zip(pieces, counts, strict=True)):
+    for i, piece in enumerate(pieces):
         last = i == len(pieces) - 1  # only its backward all-reduces (the sum of all pieces)
         quiet = model.no_sync() if isinstance(model, DDP) and not last else contextlib.nullcontext()
         if hasattr(model, "set_requires_gradient_sync"):  # FSDP's no_sync
@@ -199,12 +207,16 @@ def _backward(model, pairs: list, world_size: int, args, device) -> float:
         with quiet:  # around the forward: DDP decides there whether backward all-reduces
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 logits = model(piece.src, piece.tgt_in, piece.src_mask, piece.tgt_mask)  # (b,T,V)
-            # The loss in float32 (CPU autocast would run log_softmax in bfloat16); the course's
-            # loss is the mean over this piece's real tokens: times their count, their sum.
-            summed = label_smoothed_nll(logits.float(), piece.tgt_out, args.label_smoothing,
-                                        ignore_index=PAD_ID) * count
-            (summed * world_size / total).backward()
-        loss_sum += summed.detach()
+            # each token's label-smoothed loss (notebook 09), in float32: CPU autocast would
+            # compute it in bfloat16
+            token_losses = F.cross_entropy(logits.float().transpose(1, 2), piece.tgt_out,
+                                           reduction="none",
+                                           label_smoothing=args.label_smoothing)  # (b, T)
+            real = piece.tgt_out != PAD_ID
+            rank_loss(token_losses, real, total, world_size).backward()
+        loss_sum += token_losses[real].sum().detach()
+    if args.by_hand and dist.is_initialized():
+        average_gradients(model)  # what DDP did during backward
     if dist.is_initialized():
         dist.all_reduce(loss_sum)
     return (loss_sum / total).item()
@@ -212,41 +224,15 @@ def _backward(model, pairs: list, world_size: int, args, device) -> float:
 
 def gradients_after_one_step(rank: int, world_size: int, args) -> dict:
     """``{"loss": float, "grads": {name: tensor}}`` of the first step after DDP's all-reduce
-    (before clipping and the update), on the CPU: what W = 1 and W = 2 must agree on."""
+    (or :func:`average_gradients`), before clipping and the update, on the CPU: what W = 1 and
+    W = 2 must agree on."""
     micro_batch_size(args.batch_size, world_size, args.accumulate)  # errors before joining
     with process_group(rank, world_size, args.backend):
         model, _, _, data, device = _setup(rank, world_size, args)
-        loss = _backward(model, next(data), world_size, args, device)
+        loss = forward_backward(model, next(data), world_size, args, device)
         module = model.module if isinstance(model, DDP) else model
-        return {"loss": loss, "grads": {name: _whole(p.grad).cpu().clone()
+        return {"loss": loss, "grads": {name: whole_tensor(p.grad).cpu().clone()
                                         for name, p in module.named_parameters()}}
-
-
-def _whole(tensor: torch.Tensor) -> torch.Tensor:
-    """A tensor, or the whole of an FSDP shard (gathered from every rank)."""
-    return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor.detach()
-
-
-def save_checkpoint(model, folder) -> None:
-    """The model's weights as a ``torch.distributed.checkpoint`` in ``folder``: with FSDP each
-    rank writes its own shard (``__0_0.distcp``, ``__1_0.distcp``, ...) plus one ``.metadata``;
-    :func:`load_checkpoint` reads them back into any number of processes, here one."""
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.checkpoint.state_dict import get_model_state_dict
-
-    dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=str(folder))
-
-
-def load_checkpoint(model, folder):
-    """Load :func:`save_checkpoint`'s weights into a whole, undistributed ``model``."""
-    import torch.distributed.checkpoint as dcp
-
-    state = {"model": model.state_dict()}
-    with warnings.catch_warnings():  # "assuming the intent is to load in a single process": yes
-        warnings.filterwarnings("ignore", message="torch.distributed is disabled")
-        dcp.load(state, checkpoint_id=str(folder))  # fills the tensors of ``state`` in place
-    model.load_state_dict(state["model"])
-    return model
 
 
 def train_distributed(rank: int, world_size: int, args) -> dict:
@@ -268,7 +254,7 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
         for step in range(1, args.steps + 1):
             start, lr = time.perf_counter(), scheduler.get_last_lr()[0]
             optimizer.zero_grad(set_to_none=True)
-            loss = _backward(model, next(data), world_size, args, device)
+            loss = forward_backward(model, next(data), world_size, args, device)
             if not math.isfinite(loss):  # all-reduced: every rank stops here, before the update
                 raise ValueError(f"the loss is {loss} at step {step}: training diverged")
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)

@@ -1,15 +1,15 @@
-"""A decoder-only Transformer (a GPT) made of the course's own pieces, translation by
-continuation, sampling, and the modern block. Taught in notebook 12.
+"""A decoder-only Transformer (a GPT) made of the course's own pieces: the model, translation by
+continuation, sampling with the KV cache, and the modern block measured. Taught in notebook 12.
 
 A GPT block is notebook 05's ``EncoderLayer`` (self-attention and feed-forward, each with its
 residual path and norm) given notebook 06's causal mask: no encoder, no cross-attention. The
-translator becomes one sequence, ``<bos> the cat eats <sep> le chat mange <eos>``, and the model
-learns to continue it; the loss counts the French part only (``labels`` is ``PAD_ID`` elsewhere).
+translator becomes one sequence, ``<bos> the cat eats <sep> le chat mange <eos>``, that the model
+learns to continue; the loss counts the French part only (``labels`` is ``PAD_ID`` elsewhere).
+The modern block's parts (RMSNorm, SwiGLU, rotary positions) are in :mod:`helpers.modern`.
 
-The modern block swaps three parts of the 2017 one: ``RMSNorm`` for LayerNorm, ``SwiGLU`` for
-the ReLU feed-forward, rotary position embeddings (``RotaryAttention``) for added sinusoids;
-and it normalises before each sub-layer (pre-norm). Shapes: ``B`` batch, ``L`` length, ``V``
-vocabulary, ``h`` heads, ``d_k`` head size."""
+Shapes: ``B`` batch, ``L`` length, ``P`` prompt length, ``V`` vocabulary, ``h`` heads, ``d_k``
+head size.
+"""
 
 import dataclasses
 import math
@@ -20,87 +20,19 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from .attention import merge_heads, scaled_dot_product_attention, split_heads
 from .checks import check_sizes, check_tensor
 from .data import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, Vocab, pad
+from .decoding import eval_mode
 from .layers import EncoderLayer, LayerNorm, layer_stack
 from .masks import causal_mask, padding_mask
+from .modern import RMSNorm, RotaryAttention, SwiGLU, apply_rope, rope_angles
 from .positional import PositionalEncoding
 from .training import count_parameters, label_smoothed_nll, make_optimizer, train
 from .translation import exact_match
 from .utils import set_seed
 
 SEP = "<sep>"  # between the English sentence and its French continuation
-
-
-# ---- The modern block's parts ----------------------------------------------------------------
-
-def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """``x / sqrt(mean(x^2) + eps) * weight`` over the last axis: notebook 04's LayerNorm
-    without subtracting the mean and without the bias (Zhang and Sennrich, 2019)."""
-    rms = x.pow(2).mean(dim=-1, keepdim=True).add(eps).sqrt()  # (..., 1): no mean removed
-    return x / rms * weight
-
-
-class RMSNorm(nn.Module):
-    """:func:`rms_norm` with a learned gain per feature, as ``torch.nn.RMSNorm``."""
-
-    def __init__(self, d_model: int, eps: float = 1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(d_model))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x, self.weight, self.eps)
-
-
-class SwiGLU(nn.Module):
-    """``(silu(x W1) * (x W3)) W2``: a gated feed-forward network (Shazeer, 2020)."""
-
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
-        super().__init__()
-        self.w1 = nn.Linear(d_model, d_ff, bias=False)  # the gate
-        self.w3 = nn.Linear(d_model, d_ff, bias=False)  # the value it lets through
-        self.w2 = nn.Linear(d_ff, d_model, bias=False)
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(self.dropout(nn.functional.silu(self.w1(x)) * self.w3(x)))
-
-
-def rope_angles(length: int, d_k: int, base: float = 10000.0, start: int = 0) -> torch.Tensor:
-    """``(length, d_k / 2)`` angles ``p * base^(-2i/d_k)`` of positions ``start ...``: notebook
-    02's frequencies, one per pair of features ``(2i, 2i + 1)``."""
-    freqs = base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)  # (d_k / 2,)
-    positions = torch.arange(start, start + length, dtype=torch.float32)  # (length,)
-    return positions[:, None] * freqs[None, :]
-
-
-def apply_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
-    """Rotate each feature pair ``(x[2i], x[2i+1])`` of ``x (..., L, d_k)`` by its angle
-    (``angles (L, d_k / 2)``). Then ``rope(q, p) . rope(k, p')`` depends on ``p - p'`` only."""
-    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
-    even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d_k / 2) each: the two halves of each pair
-    rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
-    return rotated.flatten(-2)  # (..., L, d_k / 2, 2) -> (..., L, d_k), pairs interleaved again
-
-
-class RotaryAttention(MultiHeadAttention):
-    """Notebook 03's multi-head attention with the queries and keys rotated by their position.
-
-    ``start`` is the position of the first query (for the KV cache); keys are at
-    ``0 ... Lk - 1`` when they are the queries' own sequence, as in self-attention.
-    """
-
-    def forward(self, query, key, value, mask=None, start: int = 0):
-        q = split_heads(self.w_q(query), self.num_heads)  # (B, h, Lq, d_k)
-        k = split_heads(self.w_k(key), self.num_heads)  # (B, h, Lk, d_k)
-        v = split_heads(self.w_v(value), self.num_heads)
-        q = apply_rope(q, rope_angles(q.shape[2], self.d_k, start=start).to(q.device))
-        k = apply_rope(k, rope_angles(k.shape[2], self.d_k, start=start).to(k.device))
-        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
-        self.attention_weights = weights.detach()
-        return self.w_o(merge_heads(out))  # (B, Lq, d_model)
 
 
 # ---- The model ----------------------------------------------------------------------------------
@@ -121,6 +53,14 @@ class GPTConfig:
     norm: str = "layer"
     ffn: str = "relu"
     positions: str = "sinusoidal"
+
+    def __post_init__(self):
+        choices = {"norm": ("layer", "rms"), "ffn": ("relu", "swiglu"),
+                   "positions": ("sinusoidal", "learned", "rope")}
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"GPTConfig.{name} must be one of {allowed}, got "
+                                 f"{getattr(self, name)!r}")
 
     @classmethod
     def modern(cls, **changes) -> "GPTConfig":
@@ -146,14 +86,8 @@ class GPT(nn.Module):
 
     def __init__(self, vocab_size: int, config: GPTConfig):
         super().__init__()
-        choices = {"norm": ("layer", "rms"), "ffn": ("relu", "swiglu"),
-                   "positions": ("sinusoidal", "learned", "rope")}
-        for name, allowed in choices.items():
-            if getattr(config, name) not in allowed:
-                raise ValueError(f"GPTConfig.{name} must be one of {allowed}, got "
-                                 f"{getattr(config, name)!r}")
         check_sizes("GPT", vocab_size=vocab_size, max_len=config.max_len)
-        self.config, self.vocab_size = config, vocab_size
+        self.config = config
         self.embed = nn.Embedding(vocab_size, config.d_model)
         self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout)
         if config.positions == "learned":
@@ -166,26 +100,28 @@ class GPT(nn.Module):
         self.head.weight = self.embed.weight  # tied, as notebook 08's target embedding
 
     def embed_tokens(self, tokens: torch.Tensor, start: int = 0) -> torch.Tensor:
-        """``tokens (B, L)`` at positions ``start ...`` -> ``(B, L, d_model)``."""
+        """``tokens (B, L)`` at positions ``start ...`` -> ``(B, L, d_model)``: the embeddings
+        scaled by sqrt(d_model), with the positions (none here for rope: they enter attention)."""
         check_tensor(tokens, "GPT: tokens", "(B, L)", (torch.long, torch.int))
         L, c = tokens.shape[1], self.config
         if start + L > c.max_len:
             raise ValueError(f"GPT: position {start + L - 1} is beyond max_len={c.max_len}")
         x = self.embed(tokens) * math.sqrt(c.d_model)
         if c.positions == "sinusoidal":
-            return self.positional(x, start)
+            return self.positional(x, start)  # adds the table's rows start ... start + L - 1
         if c.positions == "learned":
             x = x + self.position_embed(torch.arange(start, start + L, device=tokens.device))
-        return self.positional.dropout(x)  # rope: positions enter inside attention
+        return self.positional.dropout(x)
 
     def forward(self, tokens: torch.Tensor, mask=None) -> torch.Tensor:
-        """``tokens (B, L)`` -> logits ``(B, L, V)``; ``mask`` defaults to the causal mask."""
-        x = self.embed_tokens(tokens)
+        """``tokens (B, L)`` -> logits ``(B, L, V)``. ``mask``: True = may attend, ``(B, 1, L,
+        L)`` (causal and padding, as :func:`continuation_batch` makes it); None: causal."""
+        x = self.embed_tokens(tokens)  # (B, L, d_model)
         if mask is None:
-            mask = causal_mask(tokens.shape[1], device=tokens.device)[None, None]  # (1,1,L,L)
+            mask = causal_mask(tokens.shape[1], device=tokens.device)[None, None]  # (1, 1, L, L)
         for block in self.blocks:
             x = block(x, mask)
-        return self.head(self.final_norm(x))
+        return self.head(self.final_norm(x))  # (B, L, d_model) -> (B, L, V)
 
 
 # ---- Translation by continuation -------------------------------------------------------------
@@ -196,6 +132,21 @@ def joint_vocab(src_vocab: Vocab, tgt_vocab: Vocab) -> Vocab:
     english = src_vocab.tokens[len(SPECIAL_TOKENS):]
     french = [w for w in tgt_vocab.tokens[len(SPECIAL_TOKENS):] if w not in set(english)]
     return Vocab([*SPECIAL_TOKENS, SEP, *english, *french])
+
+
+def prompt_ids(sentences: list, vocab: Vocab) -> list:
+    """English strings -> ``<bos> english <sep>`` id lists, ready to be continued."""
+    return [[BOS_ID, *vocab.encode(s), vocab.ids[SEP]] for s in sentences]
+
+
+def continuation_example(prompt: list, answer: list) -> tuple:
+    """The input and the labels of one pair: ``prompt`` (``<bos> english <sep>`` ids) followed
+    by ``answer`` (``french <eos>`` ids). The input is the whole sequence but its last token;
+    the label of position t is token t + 1, or ``PAD_ID`` (which the loss ignores) where that
+    token is still the prompt's: the loss counts the French words and ``<eos>`` only."""
+    sequence = prompt + answer
+    labels = [PAD_ID] * (len(prompt) - 1) + answer  # <sep>'s position predicts the first word
+    return sequence[:-1], labels
 
 
 @dataclass
@@ -211,23 +162,12 @@ class ContinuationBatch:
 
 def continuation_batch(pairs: list, vocab: Vocab) -> ContinuationBatch:
     """``(english, french)`` strings -> the model's input and labels, loss on French only."""
-    sep = vocab.ids[SEP]
-    rows, labels = [], []
-    for english, french in pairs:
-        prompt = [BOS_ID, *vocab.encode(english), sep]
-        answer = [*vocab.encode(french), EOS_ID]
-        sequence = prompt + answer
-        rows.append(sequence[:-1])  # input: every token but the last
-        # label of position t is token t + 1: the prompt's tokens are not predicted (PAD_ID)
-        labels.append([PAD_ID] * (len(prompt) - 1) + answer)
-    tokens = pad(rows)
+    prompts = prompt_ids([english for english, _ in pairs], vocab)
+    answers = [[*vocab.encode(french), EOS_ID] for _, french in pairs]
+    examples = [continuation_example(p, a) for p, a in zip(prompts, answers, strict=True)]
+    tokens = pad([inputs for inputs, _ in examples])  # (B, L)
     mask = causal_mask(tokens.shape[1]) & padding_mask(tokens, PAD_ID)  # (B, 1, L, L)
-    return ContinuationBatch(tokens, pad(labels), mask)
-
-
-def prompt_ids(sentences: list, vocab: Vocab) -> list:
-    """English strings -> ``<bos> english <sep>`` id lists, ready to be continued."""
-    return [[BOS_ID, *vocab.encode(s), vocab.ids[SEP]] for s in sentences]
+    return ContinuationBatch(tokens, pad([labels for _, labels in examples]), mask)
 
 
 def continuation_loss(model: GPT, batch: ContinuationBatch, label_smoothing: float = 0.1):
@@ -265,7 +205,7 @@ def train_gpt(corpus, config: GPTConfig, steps: int = 600, batch_size: int = 128
     return model.eval(), vocab, losses
 
 
-# ---- Generation: greedy, sampling, the KV cache -----------------------------------------------
+# ---- Generation: sampling, the KV cache, the loop ---------------------------------------------
 
 def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k=None, top_p=None):
     """Next-token logits ``(B, V)`` divided by ``temperature``, then only the ``top_k`` largest
@@ -288,72 +228,93 @@ def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k=None, to
     return logits
 
 
-def _cached_step(model: GPT, tokens: torch.Tensor, cache: list, start: int) -> torch.Tensor:
-    """Logits ``(B, L, V)`` of ``tokens (B, L)`` at positions ``start ...``, given the keys and
-    values of positions ``0 ... start - 1`` in ``cache`` (one ``(k, v)`` per block, extended)."""
-    x = model.embed_tokens(tokens, start)
-    for i, block in enumerate(model.blocks):
-        attn = block.self_attn
+def sample_next(logits: torch.Tensor, temperature: float = 0.0, top_k=None, top_p=None,
+                generator=None) -> torch.Tensor:
+    """The next token of each row of ``logits (B, V)`` -> ``(B,)``: the most likely one for
+    ``temperature=0`` (greedy), else one drawn with ``generator`` after :func:`filter_logits`."""
+    if temperature == 0:
+        return logits.argmax(dim=-1)
+    probs = filter_logits(logits, temperature, top_k, top_p).softmax(dim=-1)  # (B, V)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
-        def attend(y, attn=attn, i=i):
-            q, k, v = (split_heads(w(y), attn.num_heads) for w in (attn.w_q, attn.w_k, attn.w_v))
-            if isinstance(attn, RotaryAttention):  # rotate by the absolute positions
-                angles = rope_angles(q.shape[2], attn.d_k, start=start).to(q.device)
-                q, k = apply_rope(q, angles), apply_rope(k, angles)
-            if cache[i] is not None:
-                k, v = torch.cat([cache[i][0], k], dim=2), torch.cat([cache[i][1], v], dim=2)
-            cache[i] = (k, v)  # (B, h, start + L, d_k)
-            T, t = q.shape[2], k.shape[2]
-            mask = causal_mask(t, device=q.device)[None, None, t - T:]  # (1, 1, T, t): new rows
-            return attn.w_o(merge_heads(scaled_dot_product_attention(q, k, v, mask)[0]))
 
+def cached_self_attention(attn, x: torch.Tensor, cache, start: int) -> tuple:
+    """A block's self-attention for ``x (B, T, d_model)``, the tokens at positions ``start ...``,
+    over the keys and values in ``cache`` (positions ``0 ... start - 1``, or None) and their own.
+    Returns the output ``(B, T, d_model)`` and the extended cache ``(keys, values)``."""
+    q = split_heads(attn.w_q(x), attn.num_heads)  # (B, h, T, d_k)
+    k = split_heads(attn.w_k(x), attn.num_heads)
+    v = split_heads(attn.w_v(x), attn.num_heads)
+    if isinstance(attn, RotaryAttention):  # rotated by their absolute positions
+        angles = rope_angles(x.shape[1], attn.d_k, start=start).to(x.device)
+        q, k = apply_rope(q, angles), apply_rope(k, angles)
+    if cache is not None:  # the earlier positions come first
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)  # (B, h, t, d_k)
+    T, t = q.shape[2], k.shape[2]
+    mask = causal_mask(t, device=x.device)[None, None, t - T:]  # (1, 1, T, t): the new rows
+    out, _ = scaled_dot_product_attention(q, k, v, mask)
+    return attn.w_o(merge_heads(out)), (k, v)
+
+
+def cached_forward(model: GPT, tokens: torch.Tensor, cache: list, start: int) -> torch.Tensor:
+    """``model(tokens)`` for ``tokens (B, T)`` at positions ``start ...``, in eval mode, given
+    the keys and values of positions ``0 ... start - 1`` in ``cache`` (one entry per block, None
+    before the first call), which this call extends. Returns the logits ``(B, T, V)``."""
+    x = model.embed_tokens(tokens, start)  # (B, T, d_model)
+    for i, block in enumerate(model.blocks):  # notebook 05's two sub-layers, dropout left out
         if block.norm_first:
-            x = x + block.dropout1(attend(block.norm1(x)))
-            x = x + block.dropout2(block.feed_forward(block.norm2(x)))
+            out, cache[i] = cached_self_attention(block.self_attn, block.norm1(x), cache[i], start)
+            x = x + out
+            x = x + block.feed_forward(block.norm2(x))
         else:
-            x = block.norm1(x + block.dropout1(attend(x)))
-            x = block.norm2(x + block.dropout2(block.feed_forward(x)))
-    return model.head(model.final_norm(x))
+            out, cache[i] = cached_self_attention(block.self_attn, x, cache[i], start)
+            x = block.norm1(x + out)
+            x = block.norm2(x + block.feed_forward(x))
+    return model.head(model.final_norm(x))  # (B, T, V)
 
 
 @torch.no_grad()
+def generate_tokens(model: GPT, prompt: torch.Tensor, max_new: int, temperature: float = 0.0,
+                    top_k=None, top_p=None, generator=None, use_cache: bool = True):
+    """``prompt (B, P)``, prompts of one length, -> ``(B, P + n)``: each row continued by
+    ``n <= max_new`` tokens of :func:`sample_next`, never beyond ``model.config.max_len``. A row
+    that has written ``<eos>`` gets ``<eos>`` after it; the loop stops when every row has.
+    ``use_cache``: the prompt goes through :func:`cached_forward` once (the prefill), then each
+    new token alone; otherwise the whole sequence goes through the model at every step."""
+    out, cache = prompt, [None] * len(model.blocks)  # the cache: one (keys, values) per block
+    finished = torch.zeros(len(prompt), dtype=torch.bool, device=prompt.device)
+    for _ in range(min(max_new, model.config.max_len - prompt.shape[1])):
+        if use_cache:
+            new = out if cache[0] is None else out[:, -1:]  # the prefill, then the newest token
+            logits = cached_forward(model, new, cache, start=out.shape[1] - new.shape[1])
+        else:
+            logits = model(out)  # (B, t, V): every position again
+        next_token = sample_next(logits[:, -1], temperature, top_k, top_p, generator)  # (B,)
+        next_token = next_token.masked_fill(finished, EOS_ID)  # a finished row stays finished
+        out = torch.cat([out, next_token[:, None]], dim=1)  # (B, t + 1)
+        finished |= next_token == EOS_ID
+        if finished.all():
+            break
+    return out
+
+
 def generate(model: GPT, prompts: list, max_new: int, temperature: float = 0.0, top_k=None,
              top_p=None, generator=None, use_cache: bool = True) -> list:
-    """Continue each prompt (a list of ids) by at most ``max_new`` tokens, up to ``<eos>``.
-
-    ``temperature=0``: greedy; otherwise sample from :func:`filter_logits` with ``generator``.
-    Prompts of one length are continued together as a batch. Returns the new ids of each
-    prompt (without ``<eos>``), in the order given.
-    """
+    """Continue each prompt (a list of ids) by at most ``max_new`` tokens, up to ``<eos>``, with
+    :func:`generate_tokens` (greedy for ``temperature=0``); prompts of one length are continued
+    together, as one batch. Returns the new ids of each prompt (without ``<eos>``), in order."""
     check_sizes("generate", max_new=max_new)
-    was_training, results = model.training, [None] * len(prompts)
-    model.eval()
-    by_length = {}
+    by_length, results = {}, [None] * len(prompts)
     for i, ids in enumerate(prompts):
         by_length.setdefault(len(ids), []).append(i)
     device = next(model.parameters()).device
-    for length, rows in by_length.items():
-        tokens = torch.tensor([prompts[i] for i in rows], device=device)  # (b, length)
-        out, cache, done = tokens, [None] * len(model.blocks), None
-        for _ in range(max_new):
-            if use_cache:
-                logits = _cached_step(model, tokens, cache, out.shape[1] - tokens.shape[1])
-            else:
-                logits = model(out)
-            logits = logits[:, -1]  # (b, V): the last position predicts the next token
-            if temperature == 0:
-                new = logits.argmax(dim=-1)
-            else:
-                probs = filter_logits(logits, temperature, top_k, top_p).softmax(dim=-1)
-                new = torch.multinomial(probs, 1, generator=generator).squeeze(1)
-            new = new if done is None else new.masked_fill(done, EOS_ID)  # finished: <eos>
-            out, tokens = torch.cat([out, new[:, None]], dim=1), new[:, None]
-            done = new == EOS_ID if done is None else done | (new == EOS_ID)
-            if bool(done.all()) or out.shape[1] >= model.config.max_len:
-                break
-        for row, ids in zip(rows, out[:, length:].tolist(), strict=True):
-            results[row] = ids[:ids.index(EOS_ID)] if EOS_ID in ids else ids
-    model.train(was_training)
+    with eval_mode(model):
+        for length, rows in by_length.items():
+            prompt = torch.tensor([prompts[i] for i in rows], device=device)  # (b, length)
+            out = generate_tokens(model, prompt, max_new, temperature, top_k, top_p, generator,
+                                  use_cache)
+            for row, ids in zip(rows, out[:, length:].tolist(), strict=True):
+                results[row] = ids[:ids.index(EOS_ID)] if EOS_ID in ids else ids
     return results
 
 

@@ -82,9 +82,28 @@ MANIFEST = {
                     ("decoding", ["decode_step"])],
     "11_inspecting_attention": [("ablation", ["zero_head"], "zero_head"),
                                 ("ablation", ["ablated"])],
-    "12_decoder_only": [("gpt", ["gpt_block"]), ("gpt", ["filter_logits"]),
-                        ("gpt", ["rms_norm", "RMSNorm"]), ("gpt", ["SwiGLU"]),
-                        ("gpt", ["rope_angles", "apply_rope"])],
+    "12_decoder_only": [
+        ("gpt", ["continuation_example", "ContinuationBatch", "continuation_batch"],
+         "continuation_example"),
+        ("gpt", ["GPTConfig", "gpt_block"]),
+        ("gpt", ["GPT"], "gpt"),
+        ("gpt", ["continuation_loss"]),
+        ("gpt", ["filter_logits"], "filter_logits"),
+        ("gpt", ["sample_next"]),
+        ("gpt", ["cached_self_attention", "cached_forward"]),
+        ("gpt", ["generate_tokens"], "generate_tokens"),
+        ("modern", ["rms_norm", "RMSNorm"], "rms_norm"),
+        ("modern", ["SwiGLU"]),
+        ("modern", ["rope_angles"]),
+        ("modern", ["apply_rope"], "apply_rope"),
+        ("modern", ["RotaryAttention"]),
+    ],
+    "13_scaling_up": [
+        ("distributed", ["rank_loss"], "rank_loss"),
+        ("distributed", ["process_group", "wrap_model"]),
+        ("distributed", ["forward_backward"]),
+        ("distributed", ["average_gradients"], "average_gradients"),
+    ],
     "14_pretrained_translator": [("pretrained", ["marian_key", "load_marian"], "load_marian")],
 }
 
@@ -106,9 +125,15 @@ NOT_TAUGHT = {
     "training": "besides label smoothing, the warm-up schedule and the training step: the "
                 "loop around the step, the teacher-forcing loss and checkpoints, described and "
                 "used in notebook 09",
-    "gpt": "besides the block, the modern parts and the sampling filter: the model class, the "
-           "continuation batches, generation with the KV cache and the ablation runner, "
-           "described and used in notebook 12",
+    "gpt": "besides the model, the labels, the sampling and the generation loop: the joint "
+           "vocabulary and prompts, the endless shuffled batches, train_gpt (notebook 09's "
+           "loop), generate and continue_translations (the loop run on lists of prompts) and "
+           "the ablation runner, described and used in notebook 12",
+    "distributed": "besides the process group, the DDP wrap, the rank's loss, the step and the "
+                   "all-reduce by hand: the command line, the data sharding (its output is "
+                   "drawn), training, spawn/launch and the benchmark, run in notebook 13",
+    "fsdp": "FSDP sharding and the sharded (DCP) checkpoints: notebook 13 runs them (--fsdp, "
+            "--save), draws what they do and loads a checkpoint",
 }
 
 

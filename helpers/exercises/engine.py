@@ -49,8 +49,9 @@ MODULES = {
     "greedy_decode": "nb10", "beam_step": "nb10", "beam_search": "nb10",
     "kv_cache_decode": "nb10",
     "zero_head": "nb11", "attention_entropy": "nb11", "source_alignment": "nb11",
-    "rms_norm": "nb12", "apply_rope": "nb12", "filter_logits": "nb12",
-    "rank_loss": "nb13", "rank_batch": "nb13",
+    "continuation_example": "nb12", "gpt": "nb12", "filter_logits": "nb12",
+    "generate_tokens": "nb12", "rms_norm": "nb12", "apply_rope": "nb12",
+    "rank_loss": "nb13", "average_gradients": "nb13", "rank_batch": "nb13",
     "load_marian": "nb14", "interleave_halves": "nb14", "marian_decoder_inputs": "nb14",
 }
 
@@ -165,6 +166,7 @@ class Exercise:
     atol: float = 1e-5
     rtol: float = 1e-4
     shown_name: str | None = None  # solution() prints the first source's def under this name
+    time_limit: float | None = None  # seconds per call of the learner's function: TIME_LIMIT
 
     def cases(self) -> list:
         """The test cases, the same on every call (a private generator, seed 0)."""
@@ -195,12 +197,13 @@ def all_exercises() -> dict[str, Exercise]:
 def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
     """Run ``fn`` against the reference of exercise ``name``; print one message; True if right.
 
-    ``time_limit``: seconds per call of ``fn`` (default ``TIME_LIMIT``; ``math.inf``: none).
+    ``time_limit``: seconds per call of ``fn`` (default: the exercise's own, else ``TIME_LIMIT``;
+    ``math.inf``: none).
     Never raises for a wrong answer. Raises ``ValueError`` only for an unknown exercise name or
     a time limit that is not a positive number.
     """
     exercise = lookup(name)
-    limit = TIME_LIMIT if time_limit is None else time_limit
+    limit = time_limit if time_limit is not None else exercise.time_limit or TIME_LIMIT
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
         raise ValueError(f"time_limit must be a number of seconds > 0 (math.inf: no limit), "
                          f"got {limit!r}")

@@ -1,27 +1,34 @@
-"""Notebook 13's exercises: the two things data parallelism asks of the learner, the loss of one
-rank (``rank_loss``: S1, S2) and the rank's share of a step's batch (``rank_batch``: S3, S4).
+"""Notebook 13's exercises: what data parallelism asks of the learner, the loss of one rank
+(``rank_loss``: S1, S2), DDP's gradient all-reduce written by hand (``average_gradients``: S5),
+checked in two gloo processes against DDP itself, and a rank's share of a step's batch
+(``rank_batch``: S3, S4).
 """
 
-import torch
+import builtins
+import copy
+import inspect
+import sys
+import tempfile
+import textwrap
+from argparse import Namespace
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
 
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+from ..data import PAD_ID, make_batch
+from ..distributed import average_gradients, rank_loss, spawn
+from ..model import TransformerConfig, build_model
 from .engine import Case, Exercise, Pitfall
+from .stubs import is_stub
 
 # ----------------------------------------------------------------------------------------------
 # rank_loss: what one of W processes must backpropagate
 # ----------------------------------------------------------------------------------------------
-
-def rank_loss(token_losses: torch.Tensor, mask: torch.Tensor, global_tokens: int,
-              world_size: int) -> torch.Tensor:
-    """The loss rank r backpropagates so that DDP's gradient equals one process's.
-
-    ``token_losses`` ``(b, T)``: the loss of each target token of this rank's pairs; ``mask``
-    ``(b, T)``: True on real tokens, False on padding; ``global_tokens``: N, the real tokens of
-    the whole global batch (all ranks); ``world_size``: W. One process minimises (sum of all
-    token losses) / N; DDP *averages* the W ranks' gradients, so each rank returns W S_r / N.
-    """
-    summed = token_losses.masked_fill(~mask, 0.0).sum()  # S_r: padding adds nothing
-    return summed * world_size / global_tokens
-
 
 def _rank_loss_cases(gen: torch.Generator) -> list:
     def rank(b, T, real, N, W):
@@ -34,6 +41,200 @@ def _rank_loss_cases(gen: torch.Generator) -> list:
             Case("rank 1 of 2: 2 pairs, 18 of all 30 tokens", rank(2, 9, [9, 9], 30, 2)),
             Case("rank 3 of 4: 4 pairs, 11 of all 40 tokens", rank(4, 5, [5, 3, 2, 1], 40, 4)),
             Case("one process (W = 1): its own 14 tokens", rank(2, 7, [7, 7], 14, 1))]
+
+
+# ----------------------------------------------------------------------------------------------
+# average_gradients: DDP's all-reduce by hand, run in two gloo processes
+# ----------------------------------------------------------------------------------------------
+
+# The models of the check: (case label, model kind), each trained one step in both processes.
+KINDS = {"transformer": "a small Transformer, 4 sentence pairs of its own on each rank",
+         "frozen": "the same with its source embedding frozen (its .grad stays None)",
+         "mlp": "a 2-layer MLP, 3 examples on rank 0 and 5 on rank 1"}
+COLLECTIVE_TIMEOUT = 20  # seconds a rank waits in a collective that the other never joins
+
+
+def ddp_all_reduce(model) -> None:
+    """What an answer must match: DistributedDataParallel itself. For this one the check wraps
+    a copy of the model in DDP, which all-reduces during ``backward``: nothing is left to do."""
+
+
+def _step(kind: str, rank: int, world_size: int):
+    """The model of ``kind`` (the same weights on every rank) and a function that computes this
+    rank's loss, weighted as DDP needs it (:func:`helpers.distributed.rank_loss`)."""
+    gen = torch.Generator().manual_seed(7)
+    if kind == "mlp":
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
+        x, y = torch.randn(8, 3, generator=gen), torch.randn(8, 2, generator=gen)
+        mine = slice(0, 3) if rank == 0 else slice(3, 8)  # unequal shares: 3 and 5 examples
+
+        def loss(m):
+            errors = (m(x[mine]) - y[mine]).pow(2).sum(dim=1)  # (b,)
+            return rank_loss(errors, torch.ones_like(errors, dtype=torch.bool), len(x),
+                             world_size)
+        return model, loss
+    torch.manual_seed(0)
+    model = build_model(TransformerConfig(16, 2, 1, 32, 0.0), 11, 13)
+    if kind == "frozen":
+        model.src_embed.weight.requires_grad_(False)
+    lengths = torch.randint(1, 7, (16,), generator=gen).tolist()
+    pairs = [(torch.randint(4, 11, (n,), generator=gen).tolist(),
+              torch.randint(4, 13, (8 - n,), generator=gen).tolist()) for n in lengths[:8]]
+    whole = make_batch([s for s, _ in pairs], [t for _, t in pairs])
+    batch = make_batch([s for s, _ in pairs[rank::world_size]],
+                       [t for _, t in pairs[rank::world_size]])  # as DistributedSampler deals
+    real = batch.tgt_out != PAD_ID
+
+    def loss(m):
+        logits = m(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (b, T, V)
+        losses = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, reduction="none")
+        return rank_loss(losses, real, int((whole.tgt_out != PAD_ID).sum()), world_size)
+    return model, loss
+
+
+def _gradients(model) -> torch.Tensor:
+    """Every trainable parameter's gradient, flat (a missing one as zeros)."""
+    return torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten()
+                      for p in model.parameters() if p.requires_grad])
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What an answer raised in a process, sent back to be raised again in the notebook's."""
+
+    kind: str
+    message: str
+
+    def error(self) -> BaseException:
+        kind = getattr(builtins, self.kind, None)  # ValueError, NameError, ...: the same again
+        if isinstance(kind, type) and issubclass(kind, Exception):
+            return kind(self.message)
+        return RuntimeError(f"{self.kind}: {self.message}")
+
+
+def _portable(fn):
+    """``fn`` as a new process can receive it: itself, when it is a module-level function of
+    ``helpers`` (pickle sends its name); else its source, defined again there (a function of
+    a notebook cell cannot be pickled by name, since the new process has no such cell)."""
+    module = sys.modules.get(getattr(fn, "__module__", None) or "")
+    if module and module.__name__.startswith("helpers.") and getattr(
+            module, fn.__qualname__, None) is fn:
+        return fn
+    if getattr(fn, "__name__", "<lambda>") == "<lambda>":
+        raise TypeError("check runs your function in two new processes from its source: "
+                        "write it with def, in a cell of its own")
+    try:
+        return fn.__name__, textwrap.dedent(inspect.getsource(fn))
+    except (OSError, TypeError) as error:
+        raise TypeError(f"check runs your function in two new processes and needs its "
+                        f"source, which Python cannot find ({error})") from None
+
+
+def _restore(portable):
+    """The function :func:`_portable` sent: defined again from its source with ``torch`` and
+    ``dist`` (``torch.distributed``) as its only names, or itself."""
+    if callable(portable):
+        return portable
+    name, source = portable
+    namespace = {"torch": torch, "dist": dist, "nn": torch.nn}
+    exec(compile(source, f"<your {name}>", "exec"), namespace)  # noqa: S102 (the learner's)
+    return namespace[name]
+
+
+def _gradients_job(rank: int, world_size: int, args) -> None:
+    """In each process: every model of ``args.kinds`` takes one step under DDP, then once per
+    function of ``args.functions`` without DDP (the function called after ``backward``); the
+    gradients, or what a function raised, go to ``args.folder/rank<r>.pt`` (a file each, so
+    that an answer that leaves the other rank waiting cannot hide the results)."""
+    dist.init_process_group("gloo", rank=rank, world_size=world_size,
+                            timeout=timedelta(seconds=COLLECTIVE_TIMEOUT))
+    results = {}
+    try:
+        for kind in args.kinds:
+            model, loss = _step(kind, rank, world_size)
+            wrapped = DDP(copy.deepcopy(model))
+            loss(wrapped).backward()
+            results[kind, "ddp"] = _gradients(wrapped.module)
+        for key, portable in args.functions.items():  # the learner's last
+            for kind in args.kinds:
+                model, loss = _step(kind, rank, world_size)
+                loss(model).backward()
+                try:
+                    _restore(portable)(model)
+                    results[kind, key] = _gradients(model)
+                except Exception as error:  # noqa: BLE001 (sent back as it is)
+                    results.update({(k, key): Failure(type(error).__name__, str(error))
+                                    for k in args.kinds})
+                    break  # the other rank may be waiting in a collective: not another one
+    finally:
+        torch.save(results, Path(args.folder) / f"rank{rank}.pt")
+        dist.destroy_process_group()
+
+
+_KNOWN = {}  # function -> its results in both processes: the reference's and the variants'
+
+
+def _key(fn) -> str:
+    return "ddp" if fn is ddp_all_reduce else f"{fn.__module__}.{fn.__qualname__}"
+
+
+def _run(functions: dict) -> list:
+    """``{key: function}`` -> ``[rank 0's results, rank 1's]`` from :func:`_gradients_job`."""
+    with tempfile.TemporaryDirectory() as folder:
+        spawn(2, Namespace(threads=1, kinds=list(KINDS), folder=folder, functions={
+            key: _portable(fn) for key, fn in functions.items() if key != "ddp"}),
+            _gradients_job)
+        return [torch.load(Path(folder) / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+
+
+def _results(fn) -> list:
+    """Both ranks' results for ``fn``: the reference and the variants are run together, once."""
+    if fn not in _KNOWN:
+        known = [ddp_all_reduce, average_gradients,
+                 *(p.variant for p in EXERCISES["average_gradients"].pitfalls)]
+        together = {_key(f): f for f in known} if fn in known else {"yours": fn}
+        ranks = _run(together)
+        if fn not in known:
+            return [{kind: r[kind, "yours"] for kind in KINDS} for r in ranks]
+        for f in known:
+            _KNOWN[f] = [{kind: r[kind, _key(f)] for kind in KINDS} for r in ranks]
+    return _KNOWN[fn]
+
+
+@dataclass(frozen=True)
+class AllReduceCase(Case):
+    """Both ranks' gradients ``(2, n)`` after one step of the model ``kind`` and the learner's
+    function (one pair of processes runs every case of a function at once)."""
+
+    kind: str = "transformer"
+
+    def run(self, fn):
+        if fn is not ddp_all_reduce and is_stub(fn):  # untouched: no processes to start
+            return fn(torch.nn.Linear(1, 1))
+        outcomes = [ranks[self.kind] for ranks in _results(fn)]
+        failed = next((o for o in outcomes if isinstance(o, Failure)), None)
+        if failed is not None:
+            raise failed.error()
+        return torch.stack(outcomes)
+
+
+def _summed(model):  # S5: all_reduce adds, and nothing divides
+    for p in model.parameters():
+        if p.grad is not None:
+            dist.all_reduce(p.grad)
+
+
+def _divided_only(model):  # no all-reduce: this rank's gradient, halved
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad /= dist.get_world_size()
+
+
+def _weights_reduced(model):  # the weights averaged, not the gradients
+    for p in model.parameters():
+        dist.all_reduce(p.data)
+        p.data /= dist.get_world_size()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -83,6 +284,25 @@ EXERCISES: dict[str, Exercise] = {
                     lambda loss, mask, n, w: loss.sum() * w / n,
                     "the padded positions have losses too (the model still predicts there): "
                     "keep only the real tokens, where mask is True."),
+        ),
+    ),
+    "average_gradients": Exercise(
+        reference=ddp_all_reduce,
+        make_cases=lambda gen: [AllReduceCase(label, kind=kind) for kind, label in KINDS.items()],
+        sources=(average_gradients,),
+        outputs=("gradients",),
+        time_limit=120,  # two new processes, each importing torch
+        pitfalls=(
+            Pitfall("S5", "summed, not averaged", _summed,
+                    "dist.all_reduce ADDS the tensors of all ranks (its default op is SUM): "
+                    "divide by the world size, dist.get_world_size(), to get DDP's average."),
+            Pitfall(None, "no all-reduce", _divided_only,
+                    "dist.all_reduce(tensor) replaces the tensor, in place on every rank, by "
+                    "the sum over the ranks; without it each rank keeps the gradient of its "
+                    "own pairs only."),
+            Pitfall(None, "the weights all-reduced", _weights_reduced,
+                    "all-reduce the gradients, p.grad: the weights are the same on every rank "
+                    "already, it is the gradients that differ (each rank saw its own pairs)."),
         ),
     ),
     "rank_batch": Exercise(

@@ -45,8 +45,10 @@ FIGURES = {
     "beam_tree_figure": "nb10_decoding",
     "attention_explorer_figure": "nb11_inspecting", "alignment_accuracy_figure": "nb11_inspecting",
     "decoder_only_figure": "nb12_gpt", "next_token_figure": "nb12_gpt",
-    "ablation_figure": "nb12_gpt",
+    "ablation_figure": "nb12_gpt", "gpt_training_figure": "nb12_gpt",
+    "gpt_attention_figure": "nb12_gpt", "rope_figure": "nb12_gpt",
     "sharding_figure": "nb13_scaling", "distributed_loss_figure": "nb13_scaling",
+    "data_parallel_figure": "nb13_scaling", "fsdp_figure": "nb13_scaling",
     "positional_layouts_figure": "nb14_pretrained", "activation_figure": "nb14_pretrained",
 }
 

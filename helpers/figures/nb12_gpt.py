@@ -1,11 +1,25 @@
-"""Decoder-only: the two architectures side by side, the next-token distribution after the
-sampling filters, and the modern block's ablation (notebook 12)."""
+"""Decoder-only: the two architectures side by side, the training curves, the GPT's attention
+while it translates, the next-token distribution after the sampling filters, rotary positions
+in the plane of one pair of features, and the modern block's ablation (notebook 12)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib.patches import FancyBboxPatch
+from matplotlib import ticker
+from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from .style import BLOCK_COLOURS, BLOCKED, EDGE, FAINT, FRAME, INK, MAY_ATTEND, MUTED, as_array
+from .maps import attention_heatmap
+from .style import (
+    BLOCK_COLOURS,
+    BLOCKED,
+    EDGE,
+    FAINT,
+    FRAME,
+    HIGHLIGHT,
+    INK,
+    MAY_ATTEND,
+    MUTED,
+    as_array,
+)
 
 
 def _box(ax, x, y, text, colour, width=2.6, height=0.55):
@@ -107,4 +121,101 @@ def ablation_figure(rows, title=None):
     axes[0].invert_yaxis()
     if title:
         fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def gpt_training_figure(curves, window=20, title=None):
+    """Training loss per step of several runs (``curves``: label -> losses), each drawn as its
+    moving average over ``window`` steps, log scale."""
+    fig, ax = plt.subplots(figsize=(7.5, 3.4), layout="constrained")
+    smooth = {}
+    for label, losses in curves.items():
+        losses = as_array(losses, label, ndim=1)
+        w = max(1, min(window, losses.size))
+        smooth[f"{label} (mean of {w} steps)"] = np.convolve(losses, np.ones(w) / w, "valid")
+    for (label, values), style in zip(smooth.items(), ("-", "--", ":"), strict=False):
+        first = len(next(iter(curves.values()))) - len(values) + 1  # the window's last step
+        ax.plot(np.arange(first, first + len(values)), values, style, lw=1.8, label=label)
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ax.set_yticks([t for t in (1, 1.25, 1.5, 2, 3, 4, 6, 8) if low <= t <= high])
+    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set(xlabel="training step", ylabel="training loss (log scale)")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=9)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return fig
+
+
+def _arrow(ax, angle, colour, label=None, width=0.012, length=1.0, style="-"):
+    x, y = length * np.cos(angle), length * np.sin(angle)
+    ax.annotate("", (x, y), (0, 0), arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 1.8,
+                                                "linestyle": style, "shrinkA": 0, "shrinkB": 0})
+    if label:  # beside the tip, turned a little counter-clockwise off the arrow
+        ax.text(1.17 * length * np.cos(angle + 0.13), 1.17 * length * np.sin(angle + 0.13), label,
+                ha="center", va="center", fontsize=9, color=colour)
+
+
+def _arc(ax, start, stop, radius, colour, label):
+    angles = np.linspace(start, stop, 40)
+    ax.plot(radius * np.cos(angles), radius * np.sin(angles), color=colour, lw=1.4)
+    middle = (start + stop) / 2
+    ax.text((radius + 0.2) * np.cos(middle), (radius + 0.2) * np.sin(middle), label, fontsize=9,
+            ha="center", va="center", color=colour)
+
+
+def rope_figure(theta=0.35, positions=6, pairs=((2, 0), (8, 6)), q_angle=0.3, k_angle=-0.5):
+    """Rotary positions in the plane of one pair of features ``(x_2i, x_2i+1)``. Left: the
+    same vector at positions 0 ... ``positions - 1``, turned by ``p * theta``. Right: a query at
+    position p and a key at position r for each ``(p, r)`` of ``pairs`` (the same offset): the
+    angle between them, which sets their dot product, is the same for every pair."""
+    fig, axes = plt.subplots(1, 2, figsize=(10, 5.0), layout="constrained")
+    left, right = axes
+    colours = plt.get_cmap("viridis")(np.linspace(0.05, 0.85, positions))
+    for p in range(positions):
+        _arrow(left, q_angle + p * theta, colours[p], f"p = {p}")
+    _arc(left, q_angle, q_angle + theta, 0.35, INK, "θ")
+    left.set_title(f"one pair of features at positions 0-{positions - 1}:\nturned by p·θ "
+                   f"(θ = {theta} rad here)", fontsize=10)
+    for (p, r), colour in zip(pairs, (MAY_ATTEND, HIGHLIGHT), strict=False):
+        q, k = q_angle + p * theta, k_angle + r * theta
+        _arrow(right, q, colour, f"query, p = {p}")
+        _arrow(right, k, colour, f"key, r = {r}", style="--")
+        _arc(right, k, q, 0.45 if colour == MAY_ATTEND else 0.7, colour,
+             f"{q - k:.2f} rad")
+    offset = pairs[0][0] - pairs[0][1]
+    right.set_title(f"query and key {offset} positions apart, twice:\nthe same angle between "
+                    "them, so the same score", fontsize=10)
+    left.set(xlim=(-1.45, 1.45), ylim=(-0.4, 1.45), aspect="equal")
+    right.set(xlim=(-1.45, 1.45), ylim=(-1.0, 1.45), aspect="equal")
+    for ax in axes:
+        ax.axhline(0, color=FAINT, lw=0.6)
+        ax.axvline(0, color=FAINT, lw=0.6)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlabel("feature 2i")
+        ax.set_ylabel("feature 2i + 1")
+    return fig
+
+
+def gpt_attention_figure(weights, tokens, sep, title=None):
+    """One attention map ``(L, L)`` of the GPT on ``tokens`` (L words, ``<bos> English <sep>
+    French``), the causal upper triangle grey. The rows that predict the French (``<sep>`` and
+    after) looking at the English columns, framed in orange, do what cross-attention did in the
+    encoder-decoder. ``sep``: the position of ``<sep>``."""
+    weights = as_array(weights, "weights", ndim=2)
+    L = weights.shape[0]
+    if weights.shape != (L, L) or len(tokens) != L:
+        raise ValueError(f"expected weights (L, L) and L tokens, got {weights.shape} and "
+                         f"{len(tokens)} tokens")
+    blocked = np.triu(np.ones((L, L), dtype=bool), 1)  # the future: masked
+    fig, ax = plt.subplots(figsize=(7.2, 6.2), layout="constrained")
+    attention_heatmap(weights, tokens, tokens, title=title, ax=ax, vmax=None, blocked=blocked)
+    ax.add_patch(Rectangle((0.5, sep - 0.5), sep - 1, L - sep, fill=False, edgecolor=HIGHLIGHT,
+                           lw=2))  # French (and <sep>) queries x English keys
+    ax.axhline(sep - 0.5, color=INK, lw=0.8)  # below: the rows that predict the French
+    ax.axvline(sep + 0.5, color=INK, lw=0.8)  # right: the French words as keys
+    ax.tick_params(axis="x", rotation=60)
     return fig

@@ -1,10 +1,25 @@
-"""Scaling up: which rank trains on which pairs, and the loss of W processes (notebook 13)."""
+"""Scaling up: which rank trains on which pairs, the loss of W processes, and two diagrams: a
+step of data parallelism with its all-reduce, and FSDP's all-gather and reduce-scatter
+(notebook 13)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
+from matplotlib.patches import FancyBboxPatch, Rectangle
 
-from .style import RANK_COLOURS, as_array, cell_lines, legend_patches, loss_curves
+from .style import (
+    BLOCKED,
+    COLLECTIVE,
+    EDGE,
+    FAINT,
+    INK,
+    MUTED,
+    RANK_COLOURS,
+    as_array,
+    cell_lines,
+    legend_patches,
+    loss_curves,
+)
 
 
 def sharding_figure(shares, title=None):
@@ -49,4 +64,79 @@ def distributed_loss_figure(curves, title=None):
     loss_curves(ax, curves, "training loss", styles=("-", "--", ":"), log=False)
     if title:
         ax.set_title(title, fontsize=11)
+    return fig
+
+
+def _box(ax, x, y, text, colour, width, height=0.55, fontsize=9):
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                facecolor=colour, edgecolor=EDGE,
+                                boxstyle="round,pad=0.03,rounding_size=0.1"))
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=INK)
+
+
+def _down(ax, x, top, bottom, label=None):
+    ax.annotate("", (x, bottom), (x, top), arrowprops={"arrowstyle": "->", "color": INK})
+    if label:
+        ax.text(x + 0.08, (top + bottom) / 2, label, fontsize=8, color=MUTED, va="center")
+
+
+def data_parallel_figure():
+    """One step of data parallelism with two ranks: each holds the whole model, runs its own
+    half of the batch, and the all-reduce gives both the average gradient, so both take the
+    same step."""
+    fig, ax = plt.subplots(figsize=(9, 5.2), layout="constrained")
+    xs, width = (2.0, 6.0), 3.3
+    rows = [(4.6, "pairs 0, 2, 4, ... of the batch", "pairs 1, 3, 5, ... of the batch"),
+            (3.6, "the whole model (weights θ)", "the whole model (the same θ)"),
+            (2.6, "forward + backward: gradient g₀", "forward + backward: gradient g₁"),
+            (0.6, "clip, Adam: θ ← the same update", "clip, Adam: θ ← the same update")]
+    for r, x in enumerate(xs):
+        ax.text(x, 5.35, f"rank {r} (process {r})", ha="center", fontsize=11, color=INK)
+        for y, *texts in rows:
+            _box(ax, x, y, texts[r], RANK_COLOURS[r], width)
+        for top, bottom in ((4.6, 3.6), (3.6, 2.6)):
+            _down(ax, x, top - 0.3, bottom + 0.3)
+        _down(ax, x, 2.3, 1.9)
+        _down(ax, x, 1.3, 0.9)
+    _box(ax, 4.0, 1.6, "all-reduce during backward: every rank gets (g₀ + g₁) / 2",
+         COLLECTIVE, 7.3, height=0.6, fontsize=10)
+    ax.set(xlim=(0, 8), ylim=(0.1, 5.7))
+    ax.axis("off")
+    return fig
+
+
+def fsdp_figure():
+    """One layer under FSDP with two ranks: each keeps half of the weights; an all-gather
+    gives both the whole layer for its forward and backward, then a reduce-scatter leaves each
+    rank the average gradient of its own half, which it alone updates."""
+    stages = [("held: each rank its half", ("W₀", None), (None, "W₁")),
+              ("all-gather: the whole layer", ("W₀", "W₁"), ("W₀", "W₁")),
+              ("backward: gradients of it all", ("g₀⁰", "g₁⁰"), ("g₀¹", "g₁¹")),
+              ("reduce-scatter: the mean\nof its own half", ("(g₀⁰+g₀¹)/2", None),
+               (None, "(g₁⁰+g₁¹)/2"))]
+    fig, ax = plt.subplots(figsize=(10, 3.4), layout="constrained")
+    width, gap = 2.0, 0.6
+    for s, (title, *ranks) in enumerate(stages):
+        x0 = s * (width + gap)
+        ax.text(x0 + width / 2, 2.55, title, ha="center", va="bottom", fontsize=9.5, color=INK)
+        for r, halves in enumerate(ranks):
+            y = 1.6 - 1.1 * r
+            for h, text in enumerate(halves):
+                colour = RANK_COLOURS[h] if text else BLOCKED
+                ax.add_patch(Rectangle((x0 + h * width / 2, y), width / 2, 0.7,
+                                       facecolor=colour, edgecolor=EDGE))
+                ax.text(x0 + (h + 0.5) * width / 2, y + 0.35, text or "–", ha="center",
+                        va="center", fontsize=9, color=INK if text else FAINT)
+        if s:
+            for r in range(2):
+                y = 1.95 - 1.1 * r
+                ax.annotate("", (x0 - 0.05, y), (x0 - gap + 0.05, y),
+                            arrowprops={"arrowstyle": "->", "color": INK})
+    for r in range(2):
+        ax.text(-0.15, 1.95 - 1.1 * r, f"rank {r}", ha="right", va="center", fontsize=10)
+    ax.text(0, -0.2, "W₀, W₁: the two halves of the layer's weights; gᵢʳ: rank r's gradient of "
+            "half i (from its own pairs). Rank 0's half is blue, rank 1's orange; grey: not held.",
+            fontsize=8.5, color=MUTED, va="top")
+    ax.set(xlim=(-1.0, 4 * width + 3 * gap + 0.2), ylim=(-0.6, 3.1))
+    ax.axis("off")
     return fig

@@ -49,6 +49,7 @@ BEAM_COLOURS = {  # status -> (face colour, edge colour, alpha)
     "pruned": ("#f2f2f2", "#9a9a9a", 0.35),
 }
 RANK_COLOURS = ("#a9d1f0", "#f9c89b", "#c4e6c1", "#d5c6ee")  # processes of a distributed run
+COLLECTIVE = "#f7ec9c"  # an operation of all the processes together (an all-reduce)
 MAX_TICKS = 20  # an axis with more entries than this shows every k-th tick label only
 
 

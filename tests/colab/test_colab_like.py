@@ -93,8 +93,8 @@ FIRST_NEEDED_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.int
                    "helpers.layers": 4, "helpers.masks": 6, "helpers.model": 8,
                    "helpers.data": 9, "helpers.training": 9, "helpers.decoding": 9,
                    "helpers.translation": 9, "tqdm.auto": 9, "sacrebleu": 9,
-                   "helpers.ablation": 11, "helpers.distributed": 13, "helpers.gpt": 12,
-                   "helpers.pretrained": 14}
+                   "helpers.ablation": 11, "helpers.distributed": 13, "helpers.fsdp": 13,
+                   "helpers.gpt": 12, "helpers.modern": 12, "helpers.pretrained": 14}
 # Notebook 00 shows how exercises are checked on notebook 06's first one, the look-ahead mask
 # (masks.py imports attention for its mask explorer).
 ALLOWED_EARLY = {0: {"helpers.exercises.nb06", "helpers.masks", "helpers.attention"}}

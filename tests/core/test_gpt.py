@@ -1,5 +1,5 @@
-"""helpers/gpt.py: the decoder-only model, its data, sampling filters and the modern block's
-parts, checked against PyTorch's own modules and by their defining properties."""
+"""helpers/gpt.py and helpers/modern.py: the decoder-only model, its data, sampling filters and
+the modern block's parts, checked against PyTorch's own modules and by their defining properties."""
 
 import json
 
@@ -14,19 +14,16 @@ from helpers.gpt import (
     SEP,
     VARIANTS,
     GPTConfig,
-    RMSNorm,
-    SwiGLU,
     ablation,
-    apply_rope,
     continuation_batch,
     continuation_batches,
     filter_logits,
     generate,
     joint_vocab,
     prompt_ids,
-    rope_angles,
     split_by_length,
 )
+from helpers.modern import RMSNorm, SwiGLU, apply_rope, rope_angles
 from helpers.translation import CORPUS_ARGS, make_corpus
 
 SMALL = dict(d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.0, max_len=40)

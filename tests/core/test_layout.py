@@ -26,10 +26,10 @@ CORE_LAYERS = [
     ["training"],  # notebook 09
 ]
 CORE = [name for layer in CORE_LAYERS for name in layer]
-# helpers/*.py beyond the core: the benchmark, notebook 11's head ablation, and the three
-# notebooks past the paper. They build on the core and on the toy task (translation), not on the
-# course's other scaffolding.
-BEYOND = ["ablation", "bench", "distributed", "gpt", "pretrained"]
+# helpers/*.py beyond the core: the benchmark, notebook 11's head ablation, and the modules of the
+# three notebooks past the paper (12: gpt and modern, 13: distributed and fsdp, 14: pretrained).
+# They build on the core and on the toy task (translation), not on the course's other scaffolding.
+BEYOND = ["ablation", "bench", "distributed", "fsdp", "gpt", "modern", "pretrained"]
 # The course around the model: tooling, checkers, figures, and the toy task the model learns.
 SCAFFOLDING = ["course", "exercises", "figures", "translation"]
 MODULES = sorted(HELPERS.rglob("*.py"))

@@ -1,11 +1,19 @@
-"""The drawings of notebook 12 (the two architectures, the sampling filters, the ablation)."""
+"""The drawings of notebook 12 (the two architectures, the training curves, the GPT's attention,
+the sampling filters, rotary positions, the ablation)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pytest
 import torch
 
-from helpers.figures import ablation_figure, decoder_only_figure, next_token_figure
+from helpers.figures import (
+    ablation_figure,
+    decoder_only_figure,
+    gpt_attention_figure,
+    gpt_training_figure,
+    next_token_figure,
+    rope_figure,
+)
 
 
 def test_decoder_only_figure_has_both_models_and_no_cross_attention_on_the_right():
@@ -56,3 +64,48 @@ def test_next_token_figure_writes_the_samples_under_the_bars():
                                                              "sample 2: la chatte"]
     finally:
         plt.close(fig)
+
+
+def test_gpt_training_figure_draws_the_moving_average_of_each_run():
+    fig = gpt_training_figure({"a": [4.0] * 10 + [2.0] * 10, "b": [3.0] * 20}, window=5)
+    try:
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+            "a (mean of 5 steps)", "b (mean of 5 steps)"]
+        np.testing.assert_allclose(ax.lines[0].get_xdata(), np.arange(5, 21))  # window's end
+        assert ax.lines[0].get_ydata()[0] == 4.0 and ax.lines[0].get_ydata()[-1] == 2.0
+        assert ax.get_yscale() == "log"
+    finally:
+        plt.close(fig)
+
+
+def test_rope_figure_turns_one_vector_by_p_theta_and_keeps_the_angle_of_an_offset():
+    fig = rope_figure(theta=0.3, positions=4, pairs=((2, 0), (5, 3)), q_angle=0.2, k_angle=-0.4)
+    try:
+        left, right = fig.axes
+
+        def angles(ax):
+            return [np.arctan2(*a.xy[::-1]) for a in ax.texts if hasattr(a, "arrow_patch")
+                    and a.arrow_patch is not None]
+
+        np.testing.assert_allclose(angles(left), [0.2 + 0.3 * p for p in range(4)], atol=1e-9)
+        q1, k1, q2, k2 = angles(right)  # query p = 2, key r = 0, query p = 5, key r = 3
+        np.testing.assert_allclose(q1 - k1, q2 - k2, atol=1e-9)  # the same angle between them
+        assert [t.get_text() for t in right.texts if "rad" in t.get_text()] == ["1.20 rad"] * 2
+    finally:
+        plt.close(fig)
+
+
+def test_gpt_attention_figure_greys_the_future_and_frames_the_french_rows_on_english_keys():
+    weights = torch.tril(torch.ones(5, 5))
+    weights = weights / weights.sum(-1, keepdim=True)
+    fig = gpt_attention_figure(weights, ["<bos>", "cat", "<sep>", "chat", "<eos>"], sep=2)
+    try:
+        ax = fig.axes[0]
+        frame = [p for p in ax.patches if p.get_edgecolor()[:3] != (0, 0, 0)][-1]
+        assert frame.get_xy() == (0.5, 1.5) and frame.get_width() == 1 and frame.get_height() == 3
+        assert [t.get_text() for t in ax.get_xticklabels()][2] == "<sep>"
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="expected weights"):
+        gpt_attention_figure(weights, ["a", "b"], sep=1)

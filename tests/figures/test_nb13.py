@@ -1,4 +1,5 @@
-"""The drawings of notebook 13 (which rank trains on which pairs, loss curves of several runs)."""
+"""The drawings of notebook 13 (which rank trains on which pairs, loss curves of several runs, a
+step of data parallelism, FSDP's all-gather and reduce-scatter)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -6,7 +7,12 @@ import pytest
 import torch
 
 from helpers.distributed import micro_batches
-from helpers.figures import distributed_loss_figure, sharding_figure
+from helpers.figures import (
+    data_parallel_figure,
+    distributed_loss_figure,
+    fsdp_figure,
+    sharding_figure,
+)
 
 
 def test_sharding_figure_puts_each_ranks_items_in_its_colour_and_order():
@@ -42,5 +48,30 @@ def test_distributed_loss_figure_draws_every_run():
         assert [line.get_linestyle() for line in ax.lines] == ["-", "--"]
         np.testing.assert_allclose(ax.lines[1].get_ydata(), curves["2 processes"])
         assert ax.get_yscale() == "linear" and ax.get_title() == "same curve"
+    finally:
+        plt.close(fig)
+
+
+def test_data_parallel_figure_has_both_ranks_and_one_all_reduce_between_them():
+    fig = data_parallel_figure()
+    try:
+        texts = [t.get_text() for t in fig.axes[0].texts]
+        assert "rank 0 (process 0)" in texts and "rank 1 (process 1)" in texts
+        assert "forward + backward: gradient g₀" in texts
+        assert [t for t in texts if "all-reduce" in t] == [
+            "all-reduce during backward: every rank gets (g₀ + g₁) / 2"]
+        assert texts.count("clip, Adam: θ ← the same update") == 2
+    finally:
+        plt.close(fig)
+
+
+def test_fsdp_figure_holds_halves_then_the_whole_layer_then_the_mean_of_a_half():
+    fig = fsdp_figure()
+    try:
+        texts = [t.get_text() for t in fig.axes[0].texts]
+        cells = [t for t in texts if t and len(t) < 14 and not t.startswith("rank")]
+        # stage by stage, rank 0's two halves then rank 1's
+        assert cells[:8] == ["W₀", "–", "–", "W₁", "W₀", "W₁", "W₀", "W₁"]
+        assert cells[12:16] == ["(g₀⁰+g₀¹)/2", "–", "–", "(g₁⁰+g₁¹)/2"]
     finally:
         plt.close(fig)
