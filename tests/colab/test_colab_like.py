@@ -19,10 +19,12 @@ Colab's versions: ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34, numpy 2.1.3,
   neither the training code nor tqdm's progress bar nor sacrebleu).
 
 Outputs are not compared with the stored ones (Colab's versions print some things differently);
-every cell must run without error, none may run longer than 300 s.
+every cell must run without error, none may run longer than 300 s. So the copies run shortened
+trainings (tests/shortened.py): the README's test command runs them in full under nbval.
 
-Without ``.venv-colab`` the tests are skipped with the command that builds it; in CI (``CI`` set)
-that is a failure.
+A slow tier (``-m slow``; .ci/run runs it after the README's test command): the notebooks are dealt
+into two groups of about equal time, one per pytest-xdist worker. Without ``.venv-colab`` the tests
+are skipped with the command that builds it; in CI (``CI`` set) that is a failure.
 """
 
 import importlib.util
@@ -39,6 +41,8 @@ import pytest
 
 from helpers.bench import execute_notebook
 from helpers.course import REPO_URL
+from tests.scheduling import deal
+from tests.shortened import shorten
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -49,6 +53,7 @@ build_env = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_env)
 
 KERNEL = "colab-like"
+GROUPS = 2
 
 MOVE_WIDGETS = '''\
 # Added by the Colab-like test: move every control of the interact above to both ends.
@@ -209,15 +214,25 @@ def _printed(cell) -> str:
 def test_every_notebook_is_checked():
     assert len(NOTEBOOKS) == 14
     assert "interact(" in (ROOT / "notebooks" / "06_masks.ipynb").read_text()
+    assert sorted(p.values[0] for p in _params()) == [p.name for p in NOTEBOOKS]
+    assert {p.marks[0].args[0] for p in _params()} == {f"colab-{i}" for i in range(GROUPS)}
 
 
-@pytest.mark.parametrize("name", [path.name for path in NOTEBOOKS])
+def _params():
+    return [pytest.param(name, marks=pytest.mark.xdist_group(f"colab-{index}"))
+            for index, group in enumerate(deal([p.name for p in NOTEBOOKS], GROUPS))
+            for name in group]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _params())
 def test_notebook_runs_alone_on_colabs_versions(colab_env, name, tmp_path):
     _remove_what_colab_lacks()
     content = tmp_path / "content"  # Colab's working folder: nothing but the notebook
     content.mkdir()
     shutil.copy(ROOT / "notebooks" / name, content / name)
     nb = nbformat.read(content / name, as_version=4)
+    shorten(name, nb)
     nb.cells = _with_checks(nb.cells)
     execute_notebook(nb, content, kernel_name=KERNEL, timeout=300, env=colab_env)
 
