@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.scheduling import cell_seconds, notebook_seconds
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 
@@ -46,6 +48,14 @@ SHORTER: dict[str, list[tuple[str, str]]] = {
         _drop("assert floor < sum(history[-25:]) / 25 < 1.3"),
         _drop("assert 0 < len(failures) < 50"),
     ],
+    # Beam search on 300 test sentences and 600 negated ones (about 8 s); 50 and 150 (the first
+    # sentence that beam search repairs is among them).
+    "10_decoding": [
+        ("N_SENTENCES = 300", "N_SENTENCES = 50"),
+        ("hard = lookahead_split(neg_corpus, size=600)",
+         "hard = lookahead_split(neg_corpus, size=600)[:150]"),
+        _drop("assert len(wins) >= 3 and len(wins) > len(losses)"),
+    ],
     # The head ablation translates 500 sentences 37 times (14 s); 100 keep its asserts true.
     "11_inspecting_attention": [
         ("ablation_en = [en for en, _ in corpus.test[:500]]",
@@ -66,6 +76,22 @@ SHORTER: dict[str, list[tuple[str, str]]] = {
         ('OPTIONS = ["--steps", 200,', 'OPTIONS = ["--steps", 60,'),
     ],
 }
+
+
+OPENING = 15.0  # seconds a suite spends on a notebook outside its cells (start, open, widgets)
+
+
+def shortened_seconds(name: str) -> float:
+    """A rough guess of the seconds that the Colab-like or browser suite spends on the shortened
+    copy of notebook ``name``, to deal the notebooks into groups of about equal time:
+    ``OPENING``, plus the cell times of the stored run, the cells that ``SHORTER`` changes
+    counted as 1 s each."""
+    olds = [old for old, _ in SHORTER.get(Path(name).stem, [])]
+    timed = cell_seconds(name)
+    if not timed:
+        return OPENING + notebook_seconds(name)
+    return OPENING + sum(1.0 if any(old in source for old in olds) else seconds
+                         for source, seconds in timed)
 
 
 def shorten_source(name: str, sources: list[str]) -> list[str]:

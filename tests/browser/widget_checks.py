@@ -31,6 +31,7 @@ import lab_harness
 import pytest
 
 from tests.scheduling import deal
+from tests.shortened import shortened_seconds
 
 ROOT = lab_harness.ROOT
 NOTEBOOKS_DIR = ROOT / "notebooks"
@@ -92,8 +93,9 @@ WIDGET_NOTEBOOKS = widget_notebooks()
 
 
 def shard(index: int, count: int) -> list[str]:
-    """The index-th of ``count`` groups of widget notebooks that take about as long."""
-    return deal(WIDGET_NOTEBOOKS, count)[index]
+    """The index-th of ``count`` groups of widget notebooks whose shortened copies
+    (tests/shortened.py) take about as long."""
+    return deal(WIDGET_NOTEBOOKS, count, shortened_seconds)[index]
 
 
 # --- reading the page ----------------------------------------------------------------------------
