@@ -23,12 +23,6 @@ import lab_harness  # noqa: E402
 REPORT = lab_harness.REPORT
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "browser: drives the course's widgets in JupyterLab with a real Chromium "
-        "(skipped without Chromium and Playwright; a failure when CI=true)")
-
-
 _FOLDER: list[Path] = []  # this process's screenshot folder, made once
 
 

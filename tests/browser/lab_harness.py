@@ -3,8 +3,9 @@
 Everything here is started by the tests and stopped by them, by process id:
 
 * `LabServer` copies the course (notebooks/, helpers/, assets/, requirements.txt) into a temporary
-  root and starts JupyterLab on 127.0.0.1 on a free port, without a token, with every Jupyter,
-  IPython and matplotlib folder in a temporary directory (nothing is written to $HOME) and the
+  root, shortens the long trainings of the copied notebooks (tests/shortened.py), and starts
+  JupyterLab on 127.0.0.1 on a free port, without a token, with every Jupyter, IPython and
+  matplotlib folder in a temporary directory (nothing is written to $HOME) and the
   news/announcement pop-ups switched off.
 * `ChromiumBrowser` starts Debian's Chromium headless with a fresh profile and a DevTools port,
   and drives it with Playwright's sync API over that port (`connect_over_cdp`), so the browser's
@@ -28,6 +29,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from tests.shortened import SHORTER, shorten_file
 
 ROOT = Path(__file__).resolve().parents[2]
 # Lines printed at the end of the run (conftest.py): screenshot folder, timings, changes.
@@ -150,6 +153,8 @@ class LabServer:
                                 ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
             elif src.is_file():
                 shutil.copy2(src, self.root / part)
+        for name in SHORTER:  # the widgets are tested, not the long trainings (nbval runs them)
+            shorten_file(self.root / "notebooks" / f"{name}.ipynb")
         env = dict(os.environ)
         for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
                     "MPLCONFIGDIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):

@@ -1,7 +1,9 @@
-"""Browser tests: every widget notebook in JupyterLab and Chromium (see widget_checks.py).
+"""Browser tests: every widget notebook in JupyterLab and Chromium (see widget_checks.py), a
+slow tier (``-m slow``; .ci/run runs it after the README's test command).
 
-The notebooks are dealt into two groups (``xdist_group``), so that pytest-xdist's
-``--dist loadgroup`` runs the two on its two workers, each with its own JupyterLab and browser.
+The notebooks are dealt into two groups of about equal time (``xdist_group``), so that
+pytest-xdist's ``--dist loadgroup`` runs the two on its two workers, each with its own JupyterLab
+and browser. JupyterLab serves shortened copies of the notebooks (tests/shortened.py).
 """
 
 import pytest
@@ -24,7 +26,7 @@ def test_widget_notebooks_are_found():
         assert facts["widget_cells"] and facts["code_cells"] >= len(facts["widget_cells"])
 
 
-@pytest.mark.browser
+@pytest.mark.slow
 @pytest.mark.parametrize("name", _params())
 def test_widgets_in_jupyterlab(name, request):
     widget_checks.check_notebook_widgets(name, request)

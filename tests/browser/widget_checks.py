@@ -1,10 +1,11 @@
 """What the browser tests do to each notebook with a widget (JupyterLab + Chromium + Playwright).
 
-The test file (test_browser_widgets.py) is thin: it deals the notebooks into two shards, one
-``xdist_group`` each, so that pytest-xdist (--dist loadgroup) runs them on two workers, each with
-its own JupyterLab and Chromium (conftest.py). For every notebook with an interactive cell (a code
-cell that starts with `# NBVAL_IGNORE_OUTPUT` and builds ipywidgets), found automatically so that
-new notebooks are covered, `check_notebook_widgets`:
+The test file (test_browser_widgets.py) is thin: it deals the notebooks into two shards of about
+equal time (tests/scheduling.py), one ``xdist_group`` each, so that pytest-xdist (--dist
+loadgroup) runs them on two workers, each with its own JupyterLab and Chromium (conftest.py).
+For every notebook with an interactive cell (a code cell that starts with `# NBVAL_IGNORE_OUTPUT`
+and builds ipywidgets), found automatically so that new notebooks are covered,
+`check_notebook_widgets`:
 
 1. opens it in JupyterLab, runs JupyterLab's own "Run All" command (`runmenu:run-all`) and waits
    until every code cell has run (execution counts 1, 2, ... in order, read from JupyterLab's
@@ -29,6 +30,9 @@ import time
 
 import lab_harness
 import pytest
+
+from tests.scheduling import deal
+from tests.shortened import shortened_seconds
 
 ROOT = lab_harness.ROOT
 NOTEBOOKS_DIR = ROOT / "notebooks"
@@ -94,8 +98,9 @@ WIDGET_NOTEBOOKS = widget_notebooks()
 
 
 def shard(index: int, count: int) -> list[str]:
-    """Every count-th widget notebook from the index-th: one test file's share."""
-    return sorted(WIDGET_NOTEBOOKS)[index::count]
+    """The index-th of ``count`` groups of widget notebooks whose shortened copies
+    (tests/shortened.py) take about as long."""
+    return deal(WIDGET_NOTEBOOKS, count, shortened_seconds)[index]
 
 
 # --- reading the page ----------------------------------------------------------------------------

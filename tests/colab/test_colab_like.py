@@ -10,7 +10,9 @@ Colab's versions: ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34, numpy 2.1.3,
   (committed or not): git's ``url.<base>.insteadOf`` in a temporary HOME, never the machine's
   own git config;
 - sacrebleu, which Colab lacks, is removed before each notebook; the setup cell must install
-  it (from a local wheelhouse, standing in for the package registry);
+  it (from a local wheelhouse, standing in for the package registry). It goes into a small venv
+  of the worker's own, layered on ``.venv-colab`` (a ``.pth`` file adds its site-packages), so
+  that the two workers never install or remove it under each other's feet;
 - after each ``interact`` cell, an added cell moves every slider, dropdown and checkbox to its
   ends and fails if a widget callback raised;
 - a last added cell checks where ``helpers`` came from, that the widget manager was turned on,
@@ -19,10 +21,12 @@ Colab's versions: ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34, numpy 2.1.3,
   neither the training code nor tqdm's progress bar nor sacrebleu).
 
 Outputs are not compared with the stored ones (Colab's versions print some things differently);
-every cell must run without error, none may run longer than 300 s.
+every cell must run without error, none may run longer than 300 s. So the copies run shortened
+trainings (tests/shortened.py): the README's test command runs them in full under nbval.
 
-Without ``.venv-colab`` the tests are skipped with the command that builds it; in CI (``CI`` set)
-that is a failure.
+A slow tier (``-m slow``; .ci/run runs it after the README's test command): the notebooks are dealt
+into two groups of about equal time, one per pytest-xdist worker. Without ``.venv-colab`` the tests
+are skipped with the command that builds it; in CI (``CI`` set) that is a failure.
 """
 
 import importlib.util
@@ -39,6 +43,8 @@ import pytest
 
 from helpers.bench import execute_notebook
 from helpers.course import REPO_URL
+from tests.scheduling import deal
+from tests.shortened import shorten, shortened_seconds
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -49,6 +55,7 @@ build_env = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_env)
 
 KERNEL = "colab-like"
+GROUPS = 2
 
 MOVE_WIDGETS = '''\
 # Added by the Colab-like test: move every control of the interact above to both ends.
@@ -140,9 +147,21 @@ def _snapshot_repository(folder: Path) -> Path:
     return folder
 
 
+def _layered_venv(folder: Path) -> Path:
+    """A venv at ``folder`` that sees every package of ``.venv-colab`` and installs into its own
+    site-packages (``sys.prefix`` is ``folder``); returns its python."""
+    subprocess.run([str(build_env.PYTHON), "-m", "venv", "--without-pip", str(folder)], check=True)
+    (site,) = folder.glob("lib/python*/site-packages")
+    (colab,) = build_env.VENV.glob("lib/python*/site-packages")
+    # addsitedir, not a plain path: .venv-colab's own .pth files must be read too
+    (site / "colab_like.pth").write_text(f"import site; site.addsitedir({str(colab)!r})\n")
+    return folder / "bin" / "python"
+
+
 @pytest.fixture(scope="module")
 def colab_env(tmp_path_factory):
-    """The environment of the Colab-like kernel, and its kernel spec on JUPYTER_PATH."""
+    """The environment of the Colab-like kernel (``VIRTUAL_ENV``: this worker's layered venv),
+    and its kernel spec on JUPYTER_PATH."""
     deadline = time.monotonic() + 600
     while build_env.BUILDING.exists() and time.monotonic() < deadline:  # CI builds it meanwhile
         time.sleep(2)
@@ -153,6 +172,8 @@ def colab_env(tmp_path_factory):
             pytest.fail(message)
         pytest.skip(message)
     base = tmp_path_factory.mktemp("colab")
+    _remove_what_colab_lacks(build_env.VENV)  # left there by an older version of this test
+    python = _layered_venv(base / "venv")
     origin = _snapshot_repository(base / "origin")
     home = base / "home"
     home.mkdir()
@@ -161,26 +182,28 @@ def colab_env(tmp_path_factory):
     spec = base / "jupyter" / "kernels" / KERNEL
     spec.mkdir(parents=True)
     (spec / "kernel.json").write_text(json.dumps({
-        "argv": [str(build_env.PYTHON), "-m", "ipykernel_launcher", "-f", "{connection_file}",
+        "argv": [str(python), "-m", "ipykernel_launcher", "-f", "{connection_file}",
                  "--IPKernelApp.exec_lines=['import google.colab']"],
         "display_name": "Colab-like", "language": "python"}))
     env = {key: value for key, value in os.environ.items()
            if key not in {"VIRTUAL_ENV", "PYTHONPATH", "JUPYTER_PATH", "GIT_CONFIG_GLOBAL"}}
     env.update(HOME=str(home), PYTHONPATH=str(HERE / "stub"), GIT_CONFIG_NOSYSTEM="1",
+               VIRTUAL_ENV=str(python.parent.parent),
                PIP_NO_INDEX="1", PIP_FIND_LINKS=str(build_env.WHEELHOUSE),
                PIP_DISABLE_PIP_VERSION_CHECK="1", OMP_NUM_THREADS="1",
                MPLCONFIGDIR=str(base / "matplotlib"), IPYTHONDIR=str(base / "ipython"),
-               PATH=f"{build_env.PYTHON.parent}{os.pathsep}{os.environ['PATH']}")
+               PATH=f"{python.parent}{os.pathsep}{os.environ['PATH']}")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("JUPYTER_PATH", str(base / "jupyter"))
         yield env
 
 
-def _remove_what_colab_lacks():
-    """Uninstall what Colab lacks as ``pip uninstall`` does (every file its RECORD lists, then its
-    folders), without starting pip: that takes a second and a half, once per notebook."""
+def _remove_what_colab_lacks(venv: Path):
+    """Uninstall what Colab lacks from ``venv`` as ``pip uninstall`` does (every file its RECORD
+    lists, then its folders), without starting pip: that takes a second and a half, once per
+    notebook."""
     for name in build_env.COLAB_LACKS:
-        for info in build_env.VENV.glob(f"lib/python*/site-packages/{name}-*.dist-info"):
+        for info in venv.glob(f"lib/python*/site-packages/{name}-*.dist-info"):
             site, folders = info.parent, {info}
             for line in (info / "RECORD").read_text().splitlines():
                 relative = Path(line.split(",", 1)[0])
@@ -188,9 +211,8 @@ def _remove_what_colab_lacks():
                 if relative.parts[0] != "..":  # a console script lives in bin/
                     folders.add(site / relative.parts[0])
             for folder in folders:
-                if folder.is_dir():
-                    shutil.rmtree(folder)
-        left = list(build_env.VENV.glob(f"lib/python*/site-packages/{name}*"))
+                shutil.rmtree(folder, ignore_errors=True)
+        left = list(venv.glob(f"lib/python*/site-packages/{name}*"))
         assert not left, f"{name} is still installed: {left}"
 
 
@@ -210,15 +232,26 @@ def _printed(cell) -> str:
 def test_every_notebook_is_checked():
     assert len(NOTEBOOKS) == 15
     assert "interact(" in (ROOT / "notebooks" / "06_masks.ipynb").read_text()
+    assert sorted(p.values[0] for p in _params()) == [p.name for p in NOTEBOOKS]
+    assert {p.marks[0].args[0] for p in _params()} == {f"colab-{i}" for i in range(GROUPS)}
 
 
-@pytest.mark.parametrize("name", [path.name for path in NOTEBOOKS])
+def _params():
+    return [pytest.param(name, marks=pytest.mark.xdist_group(f"colab-{index}"))
+            for index, group in enumerate(deal([p.name for p in NOTEBOOKS], GROUPS,
+                                               shortened_seconds))
+            for name in group]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _params())
 def test_notebook_runs_alone_on_colabs_versions(colab_env, name, tmp_path):
-    _remove_what_colab_lacks()
+    _remove_what_colab_lacks(Path(colab_env["VIRTUAL_ENV"]))
     content = tmp_path / "content"  # Colab's working folder: nothing but the notebook
     content.mkdir()
     shutil.copy(ROOT / "notebooks" / name, content / name)
     nb = nbformat.read(content / name, as_version=4)
+    shorten(name, nb)
     nb.cells = _with_checks(nb.cells)
     execute_notebook(nb, content, kernel_name=KERNEL, timeout=300, env=colab_env)
 
@@ -247,6 +280,7 @@ sys.exit(pytest.main(["-q", "-o", "addopts=", "-p", "no:cacheprovider", "tests/p
 '''
 
 
+@pytest.mark.slow
 def test_notebook_14s_parity_tests_on_colabs_versions(colab_env):
     """tests/pretrained (the conversion against transformers) run on Colab's transformers,
     huggingface_hub, tokenizers and sentencepiece; pytest comes from this environment, after

@@ -1,4 +1,5 @@
-"""The whole model (causality, padding, errors) and decoding (cache, batching, beam search)."""
+"""The whole model (causality, padding, errors) and decoding (cache, batching, beam search), on
+tests/conftest.py's ``tiny_model``."""
 
 import itertools
 import math
@@ -14,18 +15,7 @@ from helpers.masks import causal_mask, padding_mask
 from helpers.model import Transformer
 
 
-def tiny_model(vocab=12, seed=0, **kwargs):
-    torch.manual_seed(seed)
-    options = dict(d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.1)
-    options.update(kwargs)
-    model = Transformer(vocab, vocab, **options).eval()
-    with torch.no_grad():  # sharper, more varied predictions than at initialisation
-        model.generator.weight.mul_(8.0)
-        model.generator.bias.normal_(0.0, 1.0)
-    return model
-
-
-def test_shapes_and_embedding_scale():
+def test_shapes_and_embedding_scale(tiny_model):
     model = tiny_model()
     src, tgt = torch.randint(3, 12, (2, 7)), torch.randint(3, 12, (2, 5))
     assert model.encode(src).shape == (2, 7, 32)
@@ -39,7 +29,7 @@ def test_tie_weights_shares_one_matrix():
     assert model.generator.weight is model.tgt_embed.weight
 
 
-def test_decoder_is_causal():
+def test_decoder_is_causal(tiny_model):
     """Changing future target tokens changes no earlier output."""
     model = tiny_model()
     src = torch.randint(3, 12, (1, 6))
@@ -51,7 +41,7 @@ def test_decoder_is_causal():
     assert (a[:, 5:] - b[:, 5:]).abs().max() > 1e-3  # the future positions do see the change
 
 
-def test_given_tgt_mask_is_used_as_is():
+def test_given_tgt_mask_is_used_as_is(tiny_model):
     model = tiny_model()
     src, tgt = torch.randint(3, 12, (1, 6)), torch.randint(3, 12, (1, 5))
     full = torch.ones(1, 1, 5, 5, dtype=torch.bool)  # no causal part: earlier outputs see the future
@@ -62,7 +52,7 @@ def test_given_tgt_mask_is_used_as_is():
     assert torch.allclose(model(src, tgt, tgt_mask=causal_mask(5)[None, None]), model(src, tgt), atol=1e-6)
 
 
-def test_source_padding_invariance():
+def test_source_padding_invariance(tiny_model):
     model = tiny_model()
     src = torch.randint(3, 12, (1, 5))
     padded = torch.cat([src, torch.full((1, 3), PAD)], dim=1)
@@ -78,12 +68,12 @@ def test_source_padding_invariance():
     (torch.tensor([3, 4, 5]), r"\(B, L\).*\(3,\)"),
     (torch.tensor([[3.0, 4.0]]), r"token ids.*torch.int64 or torch.int32, got torch.float32"),
 ])
-def test_bad_token_ids_give_clear_errors(bad, message):
+def test_bad_token_ids_give_clear_errors(bad, message, tiny_model):
     with pytest.raises((ValueError, TypeError), match=message):
         tiny_model().encode(bad)
 
 
-def test_mismatched_batches_and_too_long_inputs():
+def test_mismatched_batches_and_too_long_inputs(tiny_model):
     model = tiny_model(max_len=8)
     with pytest.raises(ValueError, match="same batch size, got 2 and 3"):
         model(torch.randint(3, 12, (2, 4)), torch.randint(3, 12, (3, 4)))
@@ -92,7 +82,7 @@ def test_mismatched_batches_and_too_long_inputs():
 
 
 # ---------------------------------------------------------------- greedy decoding
-def test_greedy_rows_start_with_bos_and_stay_eos():
+def test_greedy_rows_start_with_bos_and_stay_eos(tiny_model):
     model = tiny_model()
     out = greedy_decode(model, torch.randint(3, 12, (6, 5)), max_len=10, bos_id=BOS, eos_id=EOS)
     assert out.shape[0] == 6 and out.shape[1] <= 11
@@ -103,7 +93,7 @@ def test_greedy_rows_start_with_bos_and_stay_eos():
             assert all(t == EOS for t in row[first:])
 
 
-def test_greedy_matches_argmax_of_full_forward():
+def test_greedy_matches_argmax_of_full_forward(tiny_model):
     model = tiny_model()
     src = torch.randint(3, 12, (1, 5))
     out = greedy_decode(model, src, max_len=6, bos_id=BOS, eos_id=EOS, use_cache=False)
@@ -112,7 +102,7 @@ def test_greedy_matches_argmax_of_full_forward():
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_kv_cache_gives_the_same_tokens(seed):
+def test_kv_cache_gives_the_same_tokens(seed, tiny_model):
     model = tiny_model(seed=seed)
     src = torch.randint(3, 12, (5, 7))
     cached = greedy_decode(model, src, max_len=15, bos_id=BOS, eos_id=EOS, use_cache=True)
@@ -122,7 +112,7 @@ def test_kv_cache_gives_the_same_tokens(seed):
 
 @pytest.mark.parametrize("norm_first", [False, True])
 @pytest.mark.parametrize("chunk", [1, 2])  # new tokens per step: causal among themselves too
-def test_kv_cache_logits_match_recomputation(norm_first, chunk):
+def test_kv_cache_logits_match_recomputation(norm_first, chunk, tiny_model):
     model = tiny_model(norm_first=norm_first)
     src, tgt = torch.randint(3, 12, (2, 6)), torch.randint(3, 12, (2, 6))
     src[1, 4:] = PAD
@@ -139,7 +129,7 @@ def test_kv_cache_logits_match_recomputation(norm_first, chunk):
     assert cache.cross_kv[1][1].shape == (2, 4, 6, 8)  # (B, h, S, d_k): the memory, once
 
 
-def test_kv_cache_reorder_keeps_the_chosen_rows():
+def test_kv_cache_reorder_keeps_the_chosen_rows(tiny_model):
     model = tiny_model()
     src, tgt = torch.randint(3, 12, (3, 5)), torch.randint(3, 12, (3, 2))
     cache = KVCache(len(model.decoder.layers))
@@ -151,7 +141,7 @@ def test_kv_cache_reorder_keeps_the_chosen_rows():
     assert cache.cross_kv[1][0].shape[0] == 3
 
 
-def test_batched_greedy_equals_one_by_one_with_padding():
+def test_batched_greedy_equals_one_by_one_with_padding(tiny_model):
     model = tiny_model(seed=3)
     lengths = [3, 6, 4, 5]
     sources = [torch.randint(3, 12, (1, n)) for n in lengths]
@@ -166,7 +156,7 @@ def test_batched_greedy_equals_one_by_one_with_padding():
         assert torch.all(together[i, alone.shape[0]:] == EOS)
 
 
-def test_decoding_restores_training_mode():
+def test_decoding_restores_training_mode(tiny_model):
     model = tiny_model().train()
     greedy_decode(model, torch.randint(3, 12, (1, 4)), 3, BOS, EOS)
     beam_search(model, torch.randint(3, 12, (1, 4)), 2, 3, BOS, EOS)
@@ -182,7 +172,7 @@ def sequence_log_prob(model, src, tokens):
 
 
 @pytest.mark.parametrize("seed", range(4))
-def test_beam_size_one_equals_greedy(seed):
+def test_beam_size_one_equals_greedy(seed, tiny_model):
     model = tiny_model(seed=seed)
     src = torch.randint(3, 12, (1, 6))
     greedy = greedy_decode(model, src, 10, BOS, EOS)[0, 1:].tolist()
@@ -205,7 +195,7 @@ def exhaustive(model, src, vocab, max_len, length_penalty):
 
 
 @pytest.mark.parametrize("length_penalty", [0.0, 1.0, 0.6])
-def test_wide_beam_equals_exhaustive_search(length_penalty):
+def test_wide_beam_equals_exhaustive_search(length_penalty, tiny_model):
     vocab, max_len = 4, 3
     model = tiny_model(vocab=vocab, seed=1, d_model=16, num_layers=1, d_ff=32)
     with torch.no_grad():
@@ -220,7 +210,7 @@ def test_wide_beam_equals_exhaustive_search(length_penalty):
         assert ours == pytest.approx(ref, abs=1e-4)
 
 
-def test_beam_keeps_finished_hypotheses_and_scores_with_log_probs():
+def test_beam_keeps_finished_hypotheses_and_scores_with_log_probs(tiny_model):
     model = tiny_model(seed=2)
     src = torch.randint(3, 12, (1, 5))
     results = beam_search(model, src, beam_size=4, max_len=8, bos_id=BOS, eos_id=EOS)
@@ -234,7 +224,7 @@ def test_beam_keeps_finished_hypotheses_and_scores_with_log_probs():
         assert score == pytest.approx(sequence_log_prob(model, src, tokens), abs=1e-4)
 
 
-def test_beam_search_errors():
+def test_beam_search_errors(tiny_model):
     model = tiny_model()
     with pytest.raises(ValueError, match=r"one sentence.*\(2, 4\)"):
         beam_search(model, torch.randint(3, 12, (2, 4)), 2, 5, BOS, EOS)
@@ -244,7 +234,7 @@ def test_beam_search_errors():
         greedy_decode(model, torch.randint(3, 12, (1, 4)), 0, BOS, EOS)
 
 
-def test_decode_checks_the_memory_batch():
+def test_decode_checks_the_memory_batch(tiny_model):
     model = tiny_model()
     memory = model.encode(torch.randint(3, 12, (2, 5)))
     with pytest.raises(ValueError, match=r"batch size of tgt \(1\), got \(2, 5, 32\)"):

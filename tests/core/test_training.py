@@ -8,9 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.data import BOS_ID, EOS_ID, PAD_ID, batches, encode_pairs, pad
-from helpers.decoding import beam_search, greedy_decode
-from helpers.masks import padding_mask
+from helpers.data import PAD_ID, batches, encode_pairs
 from helpers.model import TransformerConfig, build_model
 from helpers.training import (
     count_parameters,
@@ -31,7 +29,6 @@ from helpers.translation import (
     bleu,
     exact_match,
     load_translator,
-    lookahead_split,
     make_corpus,
     translate,
 )
@@ -40,12 +37,7 @@ TINY = TransformerConfig(d_model=32, num_heads=4, num_layers=1, d_ff=64, dropout
 
 
 @pytest.fixture(scope="module")
-def shipped():
-    return load_translator()
-
-
-@pytest.fixture(scope="module")
-def shipped_corpus(shipped):
+def shipped_corpus(shipped):  # shipped: tests/conftest.py
     return make_corpus(**shipped.metadata["corpus"])
 
 
@@ -295,27 +287,17 @@ def test_translation_does_not_depend_on_the_batch(shipped, shipped_corpus):
         translate(shipped.model, "I like the car", shipped.src_vocab, shipped.tgt_vocab)
 
 
-def test_negation_model_is_where_beam_search_beats_greedy():
-    """Notebook 10's second model: trained on the corpus with 3% negations, it is unsure of the
-    rare "pas de" + adjective + noun, and a width-4 beam repairs more sentences than it breaks."""
+def test_negation_model_is_the_named_recipe():
+    """Notebook 10's second model: notebook 09's recipe on the corpus with 3% negations. What it
+    does there (unsure of the rare "pas de" + adjective + noun, repaired more often than broken by
+    a width-4 beam: 418 and 426 of 600 sentences right, 11 repaired, 3 broken) is checked by strict
+    nbval on notebook 10's cells 45 and 46, whose outputs and asserts say so."""
     checkpoint = load_translator(NEGATION_ASSET_PATH)
     assert checkpoint.metadata["corpus"] == NEGATION_CORPUS_ARGS
     assert checkpoint.metadata["training"]["steps"] == NEGATION_STEPS
     corpus = make_corpus(**NEGATION_CORPUS_ARGS)
+    assert checkpoint.src_vocab.tokens == corpus.src_vocab.tokens
     assert checkpoint.tgt_vocab.tokens == corpus.tgt_vocab.tokens
-    model, vocab = checkpoint.model, corpus.tgt_vocab
-    pairs = lookahead_split(corpus, size=600)
-    src = pad([corpus.src_vocab.encode(en) for en, _ in pairs])
-    greedy = greedy_decode(model, src, src.shape[1] + 10, BOS_ID, EOS_ID, padding_mask(src, PAD_ID))
-    wins = losses = 0
-    for (en, fr), row in zip(pairs, greedy, strict=True):
-        one = torch.tensor([corpus.src_vocab.encode(en)])
-        beam = vocab.decode(beam_search(model, one, 4, one.shape[1] + 10, BOS_ID, EOS_ID)[0][0])
-        wins += beam == fr != vocab.decode(row)
-        losses += vocab.decode(row) == fr != beam
-    right = sum(vocab.decode(row) == fr for (_, fr), row in zip(pairs, greedy, strict=True))
-    assert 0.4 < right / len(pairs) < 0.95  # imperfect on the rare construction
-    assert wins >= 3 and wins > losses
 
 
 @pytest.mark.filterwarnings("ignore:translate:UserWarning")  # 3 steps: it cannot translate yet

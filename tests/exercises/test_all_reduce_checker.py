@@ -6,10 +6,13 @@ process at all."""
 
 import time
 
+import pytest
 import torch
 import torch.distributed as dist
 
 from helpers.distributed import average_gradients
+
+pytestmark = pytest.mark.slow  # every check starts two processes: the slow tier (.ci/run)
 
 
 def average_in_one_buffer(model):

@@ -1,0 +1,61 @@
+"""How long each notebook takes, and dealing notebooks into groups that take about as long.
+
+Used by ``conftest.py`` (the longest notebooks go first, so that two pytest-xdist workers finish
+together) and by the Colab-like and browser suites (their notebooks are dealt into two groups, one
+per worker). A notebook's time is read from the notebook itself: ``helpers.course --execute``
+(nbclient) stores when each cell started and replied in the cell's metadata.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+UNTIMED = 10.0  # seconds, for a notebook stored without timings
+
+
+@cache
+def cell_seconds(name: str) -> tuple[tuple[str, float], ...]:
+    """(source, seconds) of each code cell of notebook ``name`` (``09_training`` or its file
+    name) in its stored run: the time from the cell's start to its reply; ``()`` when the notebook
+    has no stored timings."""
+    path = NOTEBOOKS / f"{Path(name).stem}.ipynb"
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    except (OSError, ValueError, KeyError):
+        return ()
+    timed = []
+    for cell in cells:
+        times = cell.get("metadata", {}).get("execution", {})
+        start, end = times.get("iopub.execute_input"), times.get("shell.execute_reply")
+        if cell.get("cell_type") == "code" and start and end:
+            source = cell["source"] if isinstance(cell["source"], str) else "".join(cell["source"])
+            timed.append((source, (_time(end) - _time(start)).total_seconds()))
+    return tuple(timed)
+
+
+def _time(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+
+
+def notebook_seconds(name: str) -> float:
+    """Seconds that the stored run of notebook ``name`` spent in its cells (``UNTIMED`` for a
+    notebook stored without timings)."""
+    timed = cell_seconds(name)
+    return sum(seconds for _, seconds in timed) if timed else UNTIMED
+
+
+def deal(names, count: int, seconds=notebook_seconds) -> list[list[str]]:
+    """``names`` (notebooks) in ``count`` groups of about equal time (``seconds(name)``): longest
+    first, each to the group with the least time so far. Every group is sorted by name."""
+    groups: list[list[str]] = [[] for _ in range(count)]
+    load = [0.0] * count
+    for name in sorted(names, key=lambda n: (-seconds(n), n)):
+        lightest = load.index(min(load))
+        groups[lightest].append(name)
+        load[lightest] += seconds(name)
+    return [sorted(group) for group in groups]

@@ -1,0 +1,129 @@
+"""Shortened copies of the notebooks, for the two suites that run them without comparing outputs.
+
+The README's test command runs every notebook in full under strict nbval: every stored output is
+reproduced and every assert holds. The Colab-like suite (``tests/colab``: does each cell run on
+Colab's versions?) and the browser suite (``tests/browser``: does each widget work in JupyterLab?)
+run every notebook again, and compare no output; running the long trainings and searches in full a
+second and a third time would test nothing new. So they run copies in which ``SHORTER`` replaces
+exact pieces of code: fewer steps, seeds or sentences. An assert that only a full run can satisfy
+(the score of a trained model) is replaced by the same line commented out in the copy; nbval
+checks it on the full run.
+
+``shorten`` fails when a piece is not found exactly once, so a notebook edit that moves one is
+reported by name instead of being run in full without anyone noticing
+(``tests/notebooks/test_shortened.py`` checks every entry on every run of the test command).
+The notebooks themselves never contain any of this.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.scheduling import cell_seconds, notebook_seconds
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+
+
+def _drop(line: str) -> tuple[str, str]:
+    """An assert that needs the full run: commented out in the copy."""
+    return line, "pass  # shortened copy, checked on the full run by nbval: " + line
+
+
+SHORTER: dict[str, list[tuple[str, str]]] = {
+    # 15 of the 16 s: five seeds of three 150-step trainings; the asserts hold for seed 0 alone.
+    "04_add_norm_and_feed_forward": [
+        ("seeds = range(5)", "seeds = range(1)"),
+    ],
+    # 400 steps of 128 pairs (about 35 s): 20 steps, then the shipped translator's weights (the
+    # same recipe trained longer: it makes no mistake on the test split), so that the cells
+    # after it have a trained model to evaluate.
+    "09_training": [
+        ("STEPS, WARMUP, BATCH_SIZE = 400, 200, 128", "STEPS, WARMUP, BATCH_SIZE = 20, 200, 128"),
+        ("model.eval()  # dropout off from here on",
+         "from helpers.translation import load_translator  # shortened copy: the shipped weights\n"
+         "model.load_state_dict(load_translator(device=device).model.state_dict())\n"
+         "model.eval()  # dropout off from here on"),
+        _drop("assert floor < sum(history[-25:]) / 25 < 1.3"),
+        _drop("assert 0 < len(failures) < 50"),
+    ],
+    # Beam search on 300 test sentences and 600 negated ones (about 8 s); 50 and 150 (the first
+    # sentence that beam search repairs is among them).
+    "10_decoding": [
+        ("N_SENTENCES = 300", "N_SENTENCES = 50"),
+        ("hard = lookahead_split(neg_corpus, size=600)",
+         "hard = lookahead_split(neg_corpus, size=600)[:150]"),
+        _drop("assert len(wins) >= 3 and len(wins) > len(losses)"),
+    ],
+    # The head ablation translates 500 sentences 37 times (14 s); 100 keep its asserts true.
+    "11_inspecting_attention": [
+        ("ablation_en = [en for en, _ in corpus.test[:500]]",
+         "ablation_en = [en for en, _ in corpus.test[:100]]"),
+        ("ablation_ref = [fr for _, fr in corpus.test[:500]]",
+         "ablation_ref = [fr for _, fr in corpus.test[:100]]"),
+    ],
+    # Two 400-step trainings (about 40 s); 20 steps each.
+    "12_decoder_only": [
+        ("train_gpt(corpus, GPTConfig(), steps=400, batch_size=64, progress=False)",
+         "train_gpt(corpus, GPTConfig(), steps=20, batch_size=64, progress=False)"),
+        ("train_translator(corpus, steps=400, batch_size=64, progress=False)",
+         "train_translator(corpus, steps=20, batch_size=64, progress=False)"),
+        _drop('assert scores["decoder-only (GPT)"][1] > 50 and scores["encoder-decoder"][1] > 50'),
+    ],
+    # Three trainings of 200 steps (torchrun's, one process, one in two pieces); 60 steps each.
+    "13_scaling_up": [
+        ('OPTIONS = ["--steps", 200,', 'OPTIONS = ["--steps", 60,'),
+    ],
+}
+
+
+OPENING = 15.0  # seconds a suite spends on a notebook outside its cells (start, open, widgets)
+
+
+def shortened_seconds(name: str) -> float:
+    """A rough guess of the seconds that the Colab-like or browser suite spends on the shortened
+    copy of notebook ``name``, to deal the notebooks into groups of about equal time:
+    ``OPENING``, plus the cell times of the stored run, the cells that ``SHORTER`` changes
+    counted as 1 s each."""
+    olds = [old for old, _ in SHORTER.get(Path(name).stem, [])]
+    timed = cell_seconds(name)
+    if not timed:
+        return OPENING + notebook_seconds(name)
+    return OPENING + sum(1.0 if any(old in source for old in olds) else seconds
+                         for source, seconds in timed)
+
+
+def shorten_source(name: str, sources: list[str]) -> list[str]:
+    """The code cells' ``sources`` of notebook ``name`` (its file name, with or without
+    ``.ipynb``) with ``SHORTER``'s replacements. Raises ``LookupError`` naming the notebook and
+    the piece of code when a piece is not found exactly once."""
+    stem = Path(name).stem
+    out = list(sources)
+    for old, new in SHORTER.get(stem, []):
+        found = [i for i, source in enumerate(out) if old in source]
+        count = sum(source.count(old) for source in out)
+        if count != 1:
+            raise LookupError(
+                f"tests/shortened.py: {stem}.ipynb has {count} copies of {old!r} (expected "
+                f"exactly one): the notebook changed; update SHORTER for it")
+        out[found[0]] = out[found[0]].replace(old, new)
+    return out
+
+
+def shorten(name: str, nb) -> None:
+    """Apply ``SHORTER`` to ``nb`` (an ``nbformat`` node of notebook ``name``), in place."""
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    for cell, source in zip(code, shorten_source(name, [c.source for c in code]), strict=True):
+        cell.source = source
+
+
+def shorten_file(path: Path) -> None:
+    """Apply ``SHORTER`` to the notebook file at ``path`` (a copy), in place."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    code = [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
+    sources = ["".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+               for c in code]
+    for cell, source in zip(code, shorten_source(path.name, sources), strict=True):
+        cell["source"] = source
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
