@@ -44,7 +44,7 @@ def test_a_notebook_has_reference_cells():
     assert found is not None and found[2], "no notebook has a '#@title Reference answer' cell"
 
 
-@pytest.mark.browser
+@pytest.mark.slow
 def test_reference_cells_are_collapsed_and_open_on_click(request):
     lab_harness.require_browser()
     shots = request.getfixturevalue("screenshot_dir") / "reference-cells"  # first: torn down last
