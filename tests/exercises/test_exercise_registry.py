@@ -384,7 +384,7 @@ def test_another_exception_is_a_failure_naming_it(run_check, name):
 # returns nothing, the case collects the gradients it left in two processes):
 # altering the function's return value cannot change the shape or dtype of that output.
 # tests/exercises/test_train_step_checker.py, test_decoding_checkers.py,
-# test_all_reduce_checker.py and tests/pretrained/test_load_marian_checker.py cover them.
+# tests/distributed/test_all_reduce_checker.py and tests/pretrained/test_load_marian_checker.py cover them.
 ASSEMBLED = ("train_step", "kv_cache_decode", "beam_step", "beam_search", "average_gradients",
              "load_marian")
 RETURNED = [name for name in NAMES if name not in ASSEMBLED]
