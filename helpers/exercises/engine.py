@@ -230,8 +230,9 @@ def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
         print(f"{TODO} {name}: not attempted yet. Write your code in the function, run its "
               "cell, then run this check again.")
         return False
-    problems = [difference(exercise, _call(exercise.reference, case), result)
-                for case, result in zip(cases, given, strict=True)]
+    problems = [difference(exercise, expected, result)
+                for expected, result in zip(_reference_outcomes(exercise, cases), given,
+                                            strict=True)]
     bad = [i for i, problem in enumerate(problems) if problem is not None]
     if not bad:
         tested = "; ".join(case.label for case in cases)
@@ -276,6 +277,20 @@ def _call(fn: Callable, case: Case) -> Any:
     """Run ``fn`` on ``case`` quietly; an exception becomes a :class:`Raised`."""
     with contextlib.redirect_stdout(io.StringIO()):
         return _outcome(fn, case)
+
+
+_REFERENCE_OUTCOMES: dict[int, tuple[Exercise, list]] = {}  # by id(exercise), which it keeps
+
+
+def _reference_outcomes(exercise: Exercise, cases: list) -> list:
+    """The reference's outcome on each case, computed on the first check of the exercise and
+    kept: the cases are built from fixed seeds (a test checks that they are), so every check
+    gets the same ones, and a check costs one run of the learner's function instead of two."""
+    kept = _REFERENCE_OUTCOMES.get(id(exercise))
+    if kept is None or kept[0] is not exercise:
+        kept = (exercise, [_call(exercise.reference, case) for case in cases])
+        _REFERENCE_OUTCOMES[id(exercise)] = kept
+    return kept[1]
 
 
 def _outcome(fn: Callable, case: Case) -> Any:
@@ -333,14 +348,20 @@ def _diagnose(exercise: Exercise, cases: list, given: list, first_bad: int) -> P
     and at least one case must return a value. Second choice: a variant that agrees on the first
     failing case (an exception must then match word for word). Else None.
     """
-    outcomes = [[_call(p.variant, case) for case in cases] for p in exercise.pitfalls]
-    some_value = not all(isinstance(g, Raised) for g in given)
-    for pitfall, theirs in zip(exercise.pitfalls, outcomes, strict=True):
-        if some_value and all(same(t, g, exercise, same_message=False)
-                              for t, g in zip(theirs, given, strict=True)):
-            return pitfall
-    for pitfall, theirs in zip(exercise.pitfalls, outcomes, strict=True):
-        if same(theirs[first_bad], given[first_bad], exercise):
+    outcomes: dict = {}  # (pitfall, case) -> the variant's outcome, each run at most once
+
+    def theirs(p: int, c: int) -> Any:
+        if (p, c) not in outcomes:
+            outcomes[p, c] = _call(exercise.pitfalls[p].variant, cases[c])
+        return outcomes[p, c]
+
+    if not all(isinstance(g, Raised) for g in given):  # some value: the first choice applies
+        for p, pitfall in enumerate(exercise.pitfalls):
+            if all(same(theirs(p, c), g, exercise, same_message=False)
+                   for c, g in enumerate(given)):  # stops at the first case that differs
+                return pitfall
+    for p, pitfall in enumerate(exercise.pitfalls):
+        if same(theirs(p, first_bad), given[first_bad], exercise):
             return pitfall
     return None
 

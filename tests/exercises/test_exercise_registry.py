@@ -28,7 +28,20 @@ from helpers.exercises import all_exercises, engine, solution
 ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = all_exercises()
 NAMES = list(EXERCISES)
-VARIANTS = [pytest.param(name, pitfall, id=f"{name}-{pitfall.id or '-'}-{pitfall.name}")
+# average_gradients' check starts two processes (helpers/exercises/nb13.py), each importing
+# torch: the tests below that run its check are in the slow tier, with tests/distributed
+# (`pytest -m slow tests/distributed tests/exercises`, run by .ci/run).
+SPAWNS = {"average_gradients"}
+
+
+def checked(names):
+    """``names`` as parameters, those in ``SPAWNS`` marked slow."""
+    return [pytest.param(name, marks=pytest.mark.slow) if name in SPAWNS else name
+            for name in names]
+
+
+VARIANTS = [pytest.param(name, pitfall, id=f"{name}-{pitfall.id or '-'}-{pitfall.name}",
+                         marks=[pytest.mark.slow] if name in SPAWNS else [])
             for name in NAMES for pitfall in EXERCISES[name].pitfalls]
 
 
@@ -115,7 +128,8 @@ for number in sorted({int(module[2:]) for module in engine.MODULES.values()}):
         if module == f"nb{number:02d}":
             with contextlib.redirect_stdout(io.StringIO()):
                 solution(name)
-                check(name, engine.lookup(name).pitfalls[0].variant)  # reference and variants
+                if name != "average_gradients":  # its check starts processes, loads nothing here
+                    check(name, engine.lookup(name).pitfalls[0].variant)  # reference, variants
     loaded.append([number, sorted(m for m in set(sys.modules) - preloaded
                                   if m.split(".")[0] in ("helpers", "tqdm", "sacrebleu"))])
 print(json.dumps(loaded))
@@ -319,7 +333,21 @@ def test_every_exercise_has_cases_and_pitfalls(name):
 # Right, wrong, and untouched answers
 # --------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", checked(NAMES))
+def test_the_cases_are_the_same_on_every_call(name):
+    """``check`` computes the reference's outcomes on the first call and keeps them
+    (``engine._reference_outcomes``): right only while every call of ``cases()`` builds the same
+    inputs, whatever the global random state."""
+    exercise = EXERCISES[name]
+    first = [engine._call(exercise.reference, case) for case in exercise.cases()]
+    torch.manual_seed(1234)
+    torch.rand(7)
+    again = [engine._call(exercise.reference, case) for case in exercise.cases()]
+    assert not any(isinstance(outcome, engine.Raised) for outcome in first)
+    assert all(engine.same(a, b, exercise) for a, b in zip(first, again, strict=True))
+
+
+@pytest.mark.parametrize("name", checked(NAMES))
 def test_reference_passes(run_check, name):
     ok, out = run_check(name, EXERCISES[name].reference)
     assert ok is True
@@ -355,7 +383,7 @@ def stub_none_tuple(*args, **kwargs):
     return None, None
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", checked(NAMES))
 @pytest.mark.parametrize("stub", [stub_return_none, stub_not_implemented, stub_pass,
                                   stub_none_tuple, lambda *args, **kwargs: None])
 def test_untouched_stub_is_not_attempted_yet(run_check, name, stub):
@@ -365,7 +393,7 @@ def test_untouched_stub_is_not_attempted_yet(run_check, name, stub):
     assert "❌" not in out and "✅" not in out
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", checked(NAMES))
 def test_another_exception_is_a_failure_naming_it(run_check, name):
     def learner(*args, **kwargs):
         raise ValueError("boom: shapes do not line up")
@@ -431,7 +459,7 @@ def test_wrong_type_is_a_failure(run_check, name):
         assert "expected a torch.Tensor, got a str" in out
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", checked(NAMES))
 @pytest.mark.parametrize("garbage", [
     lambda: 0,  # wrong number of arguments: TypeError
     lambda *a, **k: object(),
