@@ -1,8 +1,8 @@
-"""Fixtures for the browser tests: one JupyterLab server and one Chromium per test module.
+"""Fixtures for the browser tests: one JupyterLab server and one Chromium per pytest process.
 
-Both are started by these fixtures and stopped by them, by process id, when the module's tests are
-done on a worker (pytest-xdist's --dist loadgroup runs each group of tests on one worker, in a
-row). Screenshots of every widget before and after each change go to $BROWSER_SCREENSHOTS, or to
+Both are started by these fixtures when a worker runs its first browser test, and stopped by them,
+by process id, when the worker's session ends (pytest-xdist's --dist loadgroup runs each group of
+tests on one worker, in a row; a worker that runs both test files starts them once). Screenshots of every widget before and after each change go to $BROWSER_SCREENSHOTS, or to
 a new temporary folder (one per run); the folder and each notebook's timings are printed: in the
 terminal summary of a plain run, or on stderr by each xdist worker when its module is done.
 """
@@ -45,12 +45,11 @@ def screenshot_dir(request):
     REPORT.append(f"browser tests ({module}): widget screenshots (before/after each change) "
                   f"in {folder}")
     yield folder
-    # Teardown runs after lab_server's and chromium's (requested later), so their lines are in.
     (folder / f"report-{module}.txt").write_text("\n".join(REPORT[start:]) + "\n")
     _announce(request.config, start)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def lab_server():
     started = time.monotonic()
     server = lab_harness.LabServer()
@@ -60,7 +59,7 @@ def lab_server():
     server.stop()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def chromium(lab_server):
     started = time.monotonic()
     browser = lab_harness.ChromiumBrowser(lab_server.url)
@@ -82,6 +81,12 @@ def _announce(config, start):
         sys.stderr.write("\n" + "\n".join(REPORT[start:]) + "\n")
         sys.stderr.flush()
     del REPORT[start:]
+
+
+@pytest.hookimpl(trylast=True)  # after the session's fixtures are torn down
+def pytest_sessionfinish(session):
+    """A worker's last lines (Chromium's offline answers, written when it stops)."""
+    _announce(session.config, 0)
 
 
 def pytest_terminal_summary(terminalreporter):
