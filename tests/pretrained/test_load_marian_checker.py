@@ -10,8 +10,6 @@ import torch
 
 from helpers.model import Transformer
 
-pytest.importorskip("transformers")  # in requirements.txt: never skipped there
-
 
 def course_model(config, **changes):
     sizes = dict(d_model=config.d_model, num_heads=config.encoder_attention_heads,

@@ -29,7 +29,6 @@ from helpers.pretrained import (
 )
 from helpers.translation import make_corpus
 
-transformers = pytest.importorskip("transformers")  # in requirements.txt: never skipped there
 
 SENTENCES = ["my wolves draw this slow boat", "the red car", "she eats a small cake",
              "you see these old houses", "we like the white dog", "the cat"]
@@ -75,8 +74,10 @@ def test_marian_positions_are_ours_in_halves():
 
 
 def test_swish_is_silu():
+    from transformers.activations import ACT2FN  # here, not at collection: it takes seconds
+
     x = torch.linspace(-6, 6, 101)
-    swish = transformers.activations.ACT2FN["swish"]
+    swish = ACT2FN["swish"]
     assert torch.allclose(swish(x), x * torch.sigmoid(x), atol=1e-7)
     assert torch.allclose(swish(x), torch.nn.functional.silu(x))
 
@@ -277,8 +278,10 @@ def test_a_saved_model_loads_through_from_pretrained(tokenizer, tmp_path, monkey
 def test_the_real_models_size_from_its_published_config():
     """Built offline with random weights from the sizes the published config gives."""
     config = marian_config(59514, d_model=512, layers=6, heads=8, ffn=2048, max_positions=512)
+    from transformers import MarianMTModel
+
     with torch.device("meta"):
-        hf = transformers.MarianMTModel(config)
+        hf = MarianMTModel(config)
     trained = sum(p.numel() for name, p in hf.named_parameters()
                   if "embed_positions" not in name)
     assert trained == 74_609_664  # about 75M (the frozen positional tables: 0.5M more)
