@@ -64,12 +64,9 @@ SHORTER: dict[str, list[tuple[str, str]]] = {
         ("ablation_ref = [fr for _, fr in corpus.test[:500]]",
          "ablation_ref = [fr for _, fr in corpus.test[:100]]"),
     ],
-    # Two 400-step trainings (about 40 s); 20 steps each.
+    # Two 200-step trainings (about 25 s); 20 steps each.
     "12_decoder_only": [
-        ("train_gpt(corpus, GPTConfig(), steps=400, batch_size=64, progress=False)",
-         "train_gpt(corpus, GPTConfig(), steps=20, batch_size=64, progress=False)"),
-        ("train_translator(corpus, steps=400, batch_size=64, progress=False)",
-         "train_translator(corpus, steps=20, batch_size=64, progress=False)"),
+        ("BUDGET = dict(steps=200, batch_size=64)", "BUDGET = dict(steps=20, batch_size=64)"),
         _drop('assert scores["decoder-only (GPT)"][1] > 50 and scores["encoder-decoder"][1] > 50'),
         _drop("assert shares[1] > 0.8"),
         _drop('assert {vocab.tokens[i] for i in top.indices[:2].tolist()} == {"noirs", "noires"}'),
