@@ -49,10 +49,10 @@ SHORTER: dict[str, list[tuple[str, str]]] = {
         _drop("assert floor < sum(history[-25:]) / 25 < 1.3"),
         _drop("assert 0 < len(failures) < 50"),
     ],
-    # Beam search on 300 test sentences and 600 negated ones (about 8 s); 50 and 150 (the first
+    # Beam search on 100 test sentences and 600 negated ones (about 15 s); 20 and 150 (the first
     # sentence that beam search repairs is among them).
     "10_decoding": [
-        ("N_SENTENCES = 300", "N_SENTENCES = 50"),
+        ("N_SENTENCES = 100", "N_SENTENCES = 20"),
         ("hard = lookahead_split(neg_corpus, size=600)",
          "hard = lookahead_split(neg_corpus, size=600)[:150]"),
         _drop("assert len(wins) >= 3 and len(wins) > len(losses)"),
