@@ -185,3 +185,24 @@ def test_tensor_reference_returns_a_0d_tensor_and_keeps_the_name():
     assert torch.equal(reference(3), torch.tensor(6.0))
     assert tensor_reference(twice)(3).dtype == torch.int64
     assert reference.__name__ == "twice" and reference.__wrapped__ is twice
+
+
+def test_the_reference_runs_once_per_case_whatever_the_number_of_checks(monkeypatch, capsys):
+    """``check`` keeps the reference's outcomes from its first call (the cases are the same on
+    every call: tests/exercises/test_exercise_registry.py), so a learner's second check costs one
+    run of their function, and a wrong answer still gets its hint."""
+    import dataclasses
+
+    calls = []
+    exercise = lookup("causal_mask")
+
+    def counted(*args, **kwargs):
+        calls.append(args)
+        return exercise.reference(*args, **kwargs)
+
+    copy = dataclasses.replace(exercise, reference=counted)
+    monkeypatch.setattr(engine, "lookup", lambda name: copy)
+    assert check("causal_mask", exercise.reference) and check("causal_mask", exercise.reference)
+    wrong = check("causal_mask", exercise.pitfalls[0].variant)
+    assert len(calls) == len(exercise.cases())  # once per case, over three checks
+    assert wrong is False and exercise.pitfalls[0].hint[:40] in capsys.readouterr().out
