@@ -26,6 +26,7 @@ just when it needs them; ``--save DIR`` writes a sharded checkpoint with
 
 import argparse
 import contextlib
+import gc
 import json
 import math
 import os
@@ -140,6 +141,20 @@ def wrap_model(model, args, device):
     return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
 
 
+_PAIRS = {}  # num_train -> (encoded training pairs, the two vocabularies' sizes)
+
+
+def _training_pairs(num_train: int) -> tuple:
+    """The corpus's encoded training pairs (read, never changed) and its vocabularies' sizes,
+    built once per process (the runs of a notebook share them) and handed by :func:`spawn` to
+    the processes it starts, which would otherwise each build the same corpus again."""
+    if num_train not in _PAIRS:
+        corpus = make_corpus(**{**CORPUS_ARGS, "num_train": num_train})
+        _PAIRS[num_train] = (encode_pairs(corpus.train, corpus.src_vocab, corpus.tgt_vocab),
+                             (len(corpus.src_vocab), len(corpus.tgt_vocab)))
+    return _PAIRS[num_train]
+
+
 def _setup(rank: int, world_size: int, args):
     """Model (in DDP when W > 1), optimizer, schedule, this rank's data and its device."""
     device = torch.device("cpu")
@@ -148,12 +163,11 @@ def _setup(rank: int, world_size: int, args):
             raise ValueError("--backend nccl needs CUDA GPUs; on CPUs use --backend gloo")
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(device)
-    corpus = make_corpus(**{**CORPUS_ARGS, "num_train": args.num_train})
-    encoded = encode_pairs(corpus.train, corpus.src_vocab, corpus.tgt_vocab)
+    encoded, vocab_sizes = _training_pairs(args.num_train)
     config = TransformerConfig(args.d_model, args.num_heads, args.num_layers, args.d_ff,
                                args.dropout)
     set_seed(args.seed)  # the same initial weights everywhere (DDP also copies rank 0's)
-    model = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab)).to(device).train()
+    model = build_model(config, *vocab_sizes).to(device).train()
     torch.manual_seed(args.seed + rank)  # but each rank its own dropout masks
     model = wrap_model(model, args, device)
     optimizer, scheduler = make_optimizer(model, args.d_model, args.warmup, args.lr_scale)
@@ -280,24 +294,44 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
     return history
 
 
-def _rank_main(rank, world_size, port, job, args, path):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _run_job(rank, world_size, job, args):
     if args.threads:
         torch.set_num_threads(args.threads)
-    result = job(rank, world_size, args)
+    return job(rank, world_size, args)
+
+
+def _rank_main(rank, world_size, port, job, args, path, pairs):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    _PAIRS.update(pairs)  # the corpora the parent process built already
+    if isinstance(args, list):  # one process group for all the jobs (each would join its own)
+        with process_group(rank, world_size, args[0].backend):
+            result = [_run_job(rank, world_size, job, a) for a in args]
+    else:
+        result = _run_job(rank, world_size, job, args)
     if rank == 0:
         torch.save(result, path)
+    _skip_final_collection()
+
+
+def _skip_final_collection():
+    """At the end of a process: nothing it holds needs the garbage collector any more. Without
+    it, a process that imported torch and DDP spends most of a second of CPU on exiting."""
+    gc.freeze()
 
 
 def spawn(world_size: int, args, job=train_distributed):
     """``job(rank, world_size, args)`` in ``world_size`` new processes on this machine (what
-    torchrun does, from Python or a notebook); returns rank 0's result."""
+    torchrun does, from Python or a notebook); returns rank 0's result. ``args`` may be a list:
+    then the same processes run ``job`` once for each, in order, in one process group (starting
+    the processes costs seconds, one step a fraction of one), and rank 0's results come back
+    as a list."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free now, the rendezvous of the new processes
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "result.pt"
-        mp.spawn(_rank_main, args=(world_size, port, job, args, path), nprocs=world_size)
+        mp.spawn(_rank_main, args=(world_size, port, job, args, path, dict(_PAIRS)),
+                 nprocs=world_size)
         return torch.load(path, weights_only=False)
 
 
@@ -369,4 +403,6 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    _skip_final_collection()
+    sys.exit(code)

@@ -71,9 +71,9 @@ SHORTER: dict[str, list[tuple[str, str]]] = {
         _drop("assert shares[1] > 0.8"),
         _drop('assert {vocab.tokens[i] for i in top.indices[:2].tolist()} == {"noirs", "noires"}'),
     ],
-    # Three trainings of 200 steps (torchrun's, one process, one in two pieces); 60 steps each.
+    # Three trainings of 100 steps (torchrun's, one process, one in two pieces); 30 steps each.
     "13_scaling_up": [
-        ('OPTIONS = ["--steps", 200,', 'OPTIONS = ["--steps", 60,'),
+        ('OPTIONS = ["--steps", 100,', 'OPTIONS = ["--steps", 30,'),
     ],
 }
 

@@ -82,10 +82,12 @@ def test_two_processes_give_the_gradients_of_one(single_step):
 
 @pytest.mark.slow
 def test_the_all_reduce_by_hand_gives_ddps_gradients(single_step):
-    """--by-hand: no DDP, helpers.distributed.average_gradients after backward."""
-    by_hand = spawn(2, tiny("--by-hand"), gradients_after_one_step)
-    assert by_hand["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
-    assert_same_gradients(by_hand["grads"], single_step["grads"])
+    """--by-hand: no DDP, helpers.distributed.average_gradients after backward. Both settings
+    run in the same two processes (spawn given a list), the DDP step first."""
+    ddp, by_hand = spawn(2, [tiny(), tiny("--by-hand")], gradients_after_one_step)
+    for result in (ddp, by_hand):
+        assert result["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
+        assert_same_gradients(result["grads"], single_step["grads"])
 
 
 @pytest.mark.parametrize("world_size, accumulate",
