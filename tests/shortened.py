@@ -18,6 +18,7 @@ The notebooks themselves never contain any of this.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from tests.scheduling import cell_seconds, notebook_seconds
@@ -118,6 +119,33 @@ def shorten(name: str, nb) -> None:
         cell.source = source
 
 
+# A widget cell builds ipywidgets (interact(...) or explicit controls) and starts with
+# `# NBVAL_IGNORE_OUTPUT` (its output depends on the front end).
+WIDGET_CODE = re.compile(
+    r"\binteract(?:ive|_manual)?\s*\(|\b(?:Int|Float|Selection)(?:Range)?Slider\s*\(|"
+    r"\b(?:Dropdown|Checkbox|ToggleButtons?|RadioButtons)\s*\(")
+
+
+def _text(cell) -> str:
+    source = cell.get("source", "")
+    return "".join(source) if isinstance(source, list) else source
+
+
+def is_widget_cell(cell) -> bool:
+    """Whether ``cell`` (a notebook's JSON cell) is an interactive cell."""
+    return (cell.get("cell_type") == "code"
+            and _text(cell).lstrip().startswith("# NBVAL_IGNORE_OUTPUT")
+            and WIDGET_CODE.search(_text(cell)) is not None)
+
+
+def up_to_the_last_widget(cells: list) -> list:
+    """The cells the browser suite runs: up to the notebook's last widget cell (the cells after
+    it cannot change a widget; nbval and the Colab-like suite run them). All of them when the
+    notebook has no widget."""
+    last = max((i for i, cell in enumerate(cells) if is_widget_cell(cell)), default=None)
+    return cells if last is None else cells[:last + 1]
+
+
 def shorten_file(path: Path) -> None:
     """Apply ``SHORTER`` to the notebook file at ``path`` (a copy), in place."""
     nb = json.loads(path.read_text(encoding="utf-8"))
@@ -126,4 +154,11 @@ def shorten_file(path: Path) -> None:
                for c in code]
     for cell, source in zip(code, shorten_source(path.name, sources), strict=True):
         cell["source"] = source
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+def end_at_the_last_widget(path: Path) -> None:
+    """Cut the notebook file at ``path`` (a copy) after its last widget cell, in place."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb["cells"] = up_to_the_last_widget(nb["cells"])
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")

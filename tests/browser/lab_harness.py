@@ -30,7 +30,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from tests.shortened import SHORTER, shorten_file
+from tests.shortened import SHORTER, end_at_the_last_widget, shorten_file
 
 ROOT = Path(__file__).resolve().parents[2]
 # Lines printed at the end of the run (conftest.py): screenshot folder, timings, changes.
@@ -153,8 +153,12 @@ class LabServer:
                                 ignore=shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints"))
             elif src.is_file():
                 shutil.copy2(src, self.root / part)
-        for name in SHORTER:  # the widgets are tested, not the long trainings (nbval runs them)
+        # The widgets are tested, not the long trainings nor the cells after the last widget
+        # (nbval and the Colab-like suite run those).
+        for name in SHORTER:
             shorten_file(self.root / "notebooks" / f"{name}.ipynb")
+        for path in (self.root / "notebooks").glob("[0-9][0-9]_*.ipynb"):
+            end_at_the_last_widget(path)
         env = dict(os.environ)
         for var in ("JUPYTER_CONFIG_DIR", "JUPYTER_DATA_DIR", "JUPYTER_RUNTIME_DIR", "IPYTHONDIR",
                     "MPLCONFIGDIR", "JUPYTERLAB_SETTINGS_DIR", "JUPYTERLAB_WORKSPACES_DIR"):

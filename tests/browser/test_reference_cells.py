@@ -14,6 +14,8 @@ import re
 import lab_harness
 import pytest
 
+from tests.shortened import up_to_the_last_widget
+
 TITLE = "#@title Reference answer"
 
 
@@ -22,9 +24,11 @@ def _source(cell) -> str:
 
 
 def first_notebook_with_references():
-    """(path relative to the course, number of cells, [(index, title, a definition's line)])."""
+    """(path relative to the course, number of cells, [(index, title, a definition's line)]) of
+    the first notebook whose copy in the tests' JupyterLab (which ends at the last widget,
+    tests/shortened.py) has a reference cell."""
     for path in sorted((lab_harness.ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
-        cells = json.loads(path.read_text())["cells"]
+        cells = up_to_the_last_widget(json.loads(path.read_text())["cells"])
         found = []
         for index, cell in enumerate(cells):
             text = _source(cell)

@@ -7,7 +7,9 @@ For every notebook with an interactive cell (a code cell that starts with `# NBV
 and builds ipywidgets), found automatically so that new notebooks are covered,
 `check_notebook_widgets`:
 
-1. opens it in JupyterLab, runs JupyterLab's own "Run All" command (`runmenu:run-all`) and waits
+1. opens it in JupyterLab (a copy, shortened by tests/shortened.py, that ends at its last widget
+   cell: what comes after cannot change a widget, and nbval runs it), runs JupyterLab's own
+   "Run All" command (`runmenu:run-all`) and waits
    until every code cell has run (execution counts 1, 2, ... in order, read from JupyterLab's
    notebook model: a collapsed reference cell shows no prompt) and the status bar's kernel
    indicator says "Idle" (not the toolbar's indicator);
@@ -32,15 +34,11 @@ import lab_harness
 import pytest
 
 from tests.scheduling import deal
-from tests.shortened import shortened_seconds
+from tests.shortened import is_widget_cell, shortened_seconds, up_to_the_last_widget
 
 ROOT = lab_harness.ROOT
 NOTEBOOKS_DIR = ROOT / "notebooks"
 
-# A widget cell builds ipywidgets: interact(...) or explicit controls.
-WIDGET_CODE = re.compile(
-    r"\binteract(?:ive|_manual)?\s*\(|\b(?:Int|Float|Selection)(?:Range)?Slider\s*\(|"
-    r"\b(?:Dropdown|Checkbox|ToggleButtons?|RadioButtons)\s*\(")
 # Controls the test changes, in the widget's output area (ipywidgets 8 class names).
 CONTROLS = (".widget-slider, .widget-dropdown, .widget-checkbox, .widget-toggle-buttons, "
             ".widget-toggle-button, .widget-radio")
@@ -60,24 +58,16 @@ EXECUTION_COUNTS = ("() => window.jupyterapp.shell.currentWidget.content.widgets
                     ".filter(w => w.model.type === 'code').map(w => w.model.executionCount)")
 
 
-def _source(cell) -> str:
-    source = cell.get("source", "")
-    return "".join(source) if isinstance(source, list) else source
-
-
 def widget_notebooks() -> dict:
-    """{name: facts} for each notebook in notebooks/ with at least one widget cell."""
+    """{name: facts} for each notebook in notebooks/ with at least one widget cell; the facts
+    are those of the copy the JupyterLab of the tests serves, which ends at the last widget."""
     found = {}
     for path in sorted(NOTEBOOKS_DIR.glob("*.ipynb")):
         try:
-            cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+            cells = up_to_the_last_widget(json.loads(path.read_text(encoding="utf-8"))["cells"])
         except (OSError, ValueError, KeyError):
             continue  # a broken notebook is nbval's to report
-        widget_cells = [
-            index for index, cell in enumerate(cells)
-            if cell.get("cell_type") == "code"
-            and _source(cell).lstrip().startswith("# NBVAL_IGNORE_OUTPUT")
-            and WIDGET_CODE.search(_source(cell))]
+        widget_cells = [index for index, cell in enumerate(cells) if is_widget_cell(cell)]
         if widget_cells:
             found[path.stem] = {
                 "path": path.relative_to(ROOT).as_posix(),

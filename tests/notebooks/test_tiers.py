@@ -12,7 +12,16 @@ import nbformat
 import pytest
 
 from tests.scheduling import ROOT, deal, notebook_seconds
-from tests.shortened import NOTEBOOKS, SHORTER, shorten, shorten_file, shorten_source
+from tests.shortened import (
+    NOTEBOOKS,
+    SHORTER,
+    end_at_the_last_widget,
+    is_widget_cell,
+    shorten,
+    shorten_file,
+    shorten_source,
+    up_to_the_last_widget,
+)
 
 
 def code_sources(path):
@@ -92,3 +101,19 @@ def test_what_needs_processes_a_venv_or_a_browser_is_slow(path, needs):
     assert heavy, f"{path}: no test uses {needs}"
     unmarked = [test.name for test in heavy if not _marked_slow(test)]
     assert not unmarked, f"{path}: not marked slow: {unmarked}"
+
+
+def test_the_browser_copies_end_at_their_last_widget(tmp_path):
+    """The browser suite runs each notebook up to its last widget cell; nothing is cut from a
+    notebook without widgets."""
+    name = "10_decoding.ipynb"
+    copy = tmp_path / name
+    shutil.copy(NOTEBOOKS / name, copy)
+    end_at_the_last_widget(copy)
+    full = json.loads((NOTEBOOKS / name).read_text())["cells"]
+    cut = json.loads(copy.read_text())["cells"]
+    widgets = [index for index, cell in enumerate(full) if is_widget_cell(cell)]
+    assert widgets and len(cut) == widgets[-1] + 1 < len(full)
+    assert cut == full[:len(cut)]
+    plain = json.loads((NOTEBOOKS / "05_encoder.ipynb").read_text())["cells"]
+    assert not any(map(is_widget_cell, plain)) and up_to_the_last_widget(plain) == plain
