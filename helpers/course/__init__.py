@@ -174,7 +174,7 @@ def _choose_threads() -> int:
     thread count set in ``OMP_NUM_THREADS`` is always left as it is.
 
     Measured on a 2-core CPU (README, "Open in Google Colab"): when the machine is idle a second
-    thread takes notebook 09 from 64 s to 48 s; with one other busy process it makes a training
+    thread takes notebook 09 from 55 s to 40 s; with one other busy process it makes a training
     step 1.9 times and a greedy decode 2.9 times slower than one thread.
     """
     import torch
