@@ -54,11 +54,7 @@ def _build() -> None:
     print(f"building {VENV.name} from {REQUIREMENTS.relative_to(ROOT)}", flush=True)
     subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
     pip = [str(PYTHON), "-m", "pip", "--disable-pip-version-check", "--quiet"]
-    # --no-compile: .ci/run builds this venv while the README's test command runs on the same two
-    # cores; byte-compiling every installed file (torch's thousands) would slow both down, and the
-    # kernels compile what they import, once.
-    subprocess.run([*pip, "install", "--no-deps", "--no-compile", "-r", str(REQUIREMENTS)],
-                   check=True)
+    subprocess.run([*pip, "install", "--no-deps", "-r", str(REQUIREMENTS)], check=True)
     subprocess.run([*pip, "check"], check=True)  # the list is complete and consistent
     wanted = [f"{name}=={version}" for name, version in COLAB_LACKS.items()]
     subprocess.run([*pip, "download", "--no-deps", "-d", str(WHEELHOUSE), *wanted], check=True)
