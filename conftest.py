@@ -33,6 +33,7 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 from tests.scheduling import notebook_seconds  # noqa: E402
+from tests.shortened import shortened_seconds  # noqa: E402
 
 torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
@@ -68,14 +69,15 @@ def pytest_collection_modifyitems(config, items):
     """``--dist loadgroup``, with xdist's own order (by group size) turned off (pyproject.toml):
 
     - each notebook is one group: its cells run in order, in one kernel;
-    - tests that name their own ``xdist_group`` keep it (the Colab-like and browser suites deal
-      their notebooks into two groups, one per worker);
+    - tests that name their own ``xdist_group`` keep it (the Colab-like and browser suites make
+      one group per notebook, so that a free worker takes the next one);
     - the tests of a file that ask for a module- or session-scoped fixture are one group, so that
       the fixture is built once;
     - every other test is handed out alone, so a unit-test file is spread over both workers.
 
     The groups go first, the longest first (a group's time: its notebooks' stored runs, see
-    tests/scheduling.py), then the unit tests fill in, so that the two workers end together."""
+    tests/scheduling.py, or ``_estimate``'s guess for the slow suites), then the unit tests fill
+    in, so that the workers end together."""
     for item in items:
         if _group(item) is not None:
             continue
@@ -91,8 +93,14 @@ def pytest_collection_modifyitems(config, items):
             if item.path.suffix == ".ipynb":
                 found.add(item.path.stem)
             notebooks.setdefault(group, set()).update(found)
-    seconds = {group: sum(map(notebook_seconds, names)) for group, names in notebooks.items()}
+    seconds = {group: sum(map(_estimate(group), names)) for group, names in notebooks.items()}
     items.sort(key=lambda item: -seconds.get(_group(item), -1.0))
+
+
+def _estimate(group: str):
+    """How a group's time is guessed from its notebooks: the Colab-like and browser suites (slow
+    tiers) run shortened copies and spend seconds on each notebook before its first cell."""
+    return shortened_seconds if group.startswith(("colab ", "browser ")) else notebook_seconds
 
 
 @pytest.hookimpl(optionalhook=True)

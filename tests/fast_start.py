@@ -5,7 +5,9 @@ nbval imports nbformat, nbformat imports jsonschema, and jsonschema imports ``rf
 grammar at import: 2.6 s in every pytest process (the main one and each worker, measured with
 ``python -X importtime``), for a format that no notebook schema uses. Marking the module as
 absent makes jsonschema skip that format, as it does when the package is not installed. Only
-pytest's processes are affected: JupyterLab and the kernels import what they import.
+pytest's processes are affected, and the browser suite's JupyterLab, started the same way
+(tests/browser/lab_harness.py, ``LAB_MAIN``: jupyter_events' schemas use "uri", never "iri"); the
+kernels import what they import.
 """
 
 import sys

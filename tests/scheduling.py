@@ -1,9 +1,8 @@
-"""How long each notebook takes, and dealing notebooks into groups that take about as long.
-
-Used by ``conftest.py`` (the longest notebooks go first, so that two pytest-xdist workers finish
-together) and by the Colab-like and browser suites (their notebooks are dealt into two groups, one
-per worker). A notebook's time is read from the notebook itself: ``helpers.course --execute``
-(nbclient) stores when each cell started and replied in the cell's metadata.
+"""How long each notebook takes, for ``conftest.py``: the longest groups of tests go first, so that
+the pytest-xdist workers finish together (and ``tests/shortened.py``: its estimate of the slow
+suites' time on a notebook). A notebook's time is read from the notebook itself:
+``helpers.course --execute`` (nbclient) stores when each cell started and replied in the cell's
+metadata.
 """
 
 from __future__ import annotations
@@ -47,15 +46,3 @@ def notebook_seconds(name: str) -> float:
     notebook stored without timings)."""
     timed = cell_seconds(name)
     return sum(seconds for _, seconds in timed) if timed else UNTIMED
-
-
-def deal(names, count: int, seconds=notebook_seconds) -> list[list[str]]:
-    """``names`` (notebooks) in ``count`` groups of about equal time (``seconds(name)``): longest
-    first, each to the group with the least time so far. Every group is sorted by name."""
-    groups: list[list[str]] = [[] for _ in range(count)]
-    load = [0.0] * count
-    for name in sorted(names, key=lambda n: (-seconds(n), n)):
-        lightest = load.index(min(load))
-        groups[lightest].append(name)
-        load[lightest] += seconds(name)
-    return [sorted(group) for group in groups]

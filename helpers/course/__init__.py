@@ -45,7 +45,7 @@ for root in ("course", ".."):
         sys.path.insert(0, os.path.abspath(root))
 from helpers.course import setup
 from helpers.utils import set_seed, get_device
-device = setup(seed=0)  # seeds; on Colab also installs what it lacks and turns sliders on'''
+device = setup(seed=0)  # seeds; on Colab also turns the sliders on'''
 
 
 def colab_url(notebook_filename: str) -> str:
@@ -78,8 +78,9 @@ KNOWN_BAD = {
     ("ipywidgets", "8.1.9"): "VS Code shows no widgets with 8.1.9 (vscode-jupyter #17504): "
                              "pip install 'ipywidgets==8.1.8' 'jupyterlab_widgets==3.0.16'",
 }
-# What Colab's runtime lacks, installed there by the setup cell (never an upgrade of what it has).
-COLAB_MISSING = {"sacrebleu": "2.6.0"}  # BLEU in notebook 09
+# What Colab's runtime lacks, installed there where a notebook first needs it (never an upgrade
+# of what it has): install_on_colab.
+COLAB_MISSING = {"sacrebleu": "2.6.0"}  # BLEU in notebook 09: helpers.translation.bleu
 
 
 def _read_tested_versions(requirements: Path = ROOT / "requirements.txt") -> dict:
@@ -169,6 +170,14 @@ def _install_missing(packages: dict) -> None:
             print(f"Could not install {' '.join(missing)}: only BLEU in notebook 09 needs it.")
 
 
+def install_on_colab(package: str) -> None:
+    """On Colab, ``pip install`` ``package`` (one of :data:`COLAB_MISSING`) if the runtime lacks
+    it: called where a notebook first needs it, so that only that notebook waits for the install
+    (sacrebleu: ``bleu``, notebook 09). Elsewhere it does nothing: requirements.txt has it."""
+    if on_colab():
+        _install_missing({package: COLAB_MISSING[package]})
+
+
 def _choose_threads() -> int:
     """One torch thread on a machine with two cores or fewer, torch's own choice elsewhere; a
     thread count set in ``OMP_NUM_THREADS`` is always left as it is.
@@ -187,14 +196,14 @@ def _choose_threads() -> int:
 def setup(seed: int = 0):
     """What the setup cell of every notebook does once ``helpers`` is importable.
 
-    On Colab: installs what Colab lacks (:data:`COLAB_MISSING`) and turns on Colab's widget
-    manager (needed after every runtime restart). Everywhere: chooses torch's thread count,
-    seeds every random number generator and returns the fastest device.
+    On Colab: turns on Colab's widget manager (needed after every runtime restart); what Colab
+    lacks is installed later, by the one notebook that needs it (:func:`install_on_colab`).
+    Everywhere: chooses torch's thread count, seeds every random number generator and returns
+    the fastest device.
     """
     from ..utils import get_device, set_seed
 
     if on_colab():
-        _install_missing(COLAB_MISSING)
         from google.colab import output
 
         output.enable_custom_widget_manager()

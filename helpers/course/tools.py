@@ -28,14 +28,16 @@ def execute_in_place(paths) -> None:
     :func:`helpers.bench.execute_notebook`, which does not stall at an ``interact`` cell the way
     ``jupyter nbconvert --execute`` can. Notebook 14 runs offline (its stand-in, not the real
     translator), as the tests do."""
+    paths = [Path(path) for path in paths]
+    for path in paths:  # every path first, before seconds of imports
+        if path.suffix != ".ipynb" or not path.is_file():
+            raise SystemExit(f"not a notebook file: {path}")
     import nbformat
 
     from ..bench import execute_notebook
     from ..pretrained import OFFLINE_VARIABLE
 
-    for path in map(Path, paths):
-        if path.suffix != ".ipynb" or not path.is_file():
-            raise SystemExit(f"not a notebook file: {path}")
+    for path in paths:
         notebook = nbformat.read(path, as_version=4)
         one_thread = {**os.environ, "OMP_NUM_THREADS": "1", OFFLINE_VARIABLE: "1"}
         execute_notebook(notebook, path.resolve().parent, env=one_thread)

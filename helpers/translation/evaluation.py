@@ -91,15 +91,18 @@ def bleu(hypotheses: list, references: list) -> float:
     """Corpus BLEU (0-100) of detokenised strings, one reference each, computed by sacrebleu.
 
     sacrebleu is imported here, not at the top of the module: only BLEU needs it, and Colab does
-    not ship it (the setup cell installs it there), so every other notebook runs without it.
+    not ship it (the first call installs it there), so every other notebook runs without it.
     """
+    from ..course import install_on_colab
+
     _check_pairs(hypotheses, references)
+    install_on_colab("sacrebleu")
     try:
         import sacrebleu
     except ModuleNotFoundError as error:
         raise ModuleNotFoundError(
-            "BLEU needs the sacrebleu package: pip install 'sacrebleu==2.6.0' "
-            "(on Colab, run the notebook's first code cell: it installs it)") from error
+            "BLEU needs the sacrebleu package: pip install 'sacrebleu==2.6.0' (on Colab the "
+            "install was tried just now: is the runtime connected?)") from error
     return sacrebleu.corpus_bleu(hypotheses, [references]).score
 
 

@@ -56,6 +56,11 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 VIEWPORT = {"width": 1600, "height": 1200}
+# `jupyter lab`, started without jsonschema's optional rfc3987_syntax (as tests/fast_start.py
+# does for pytest): importing it compiles a grammar, 2 s of CPU at every start, for a URI format
+# that no schema of the server uses.
+LAB_MAIN = ("import sys; sys.modules['rfc3987_syntax'] = None; sys.argv[0] = 'jupyter-lab'; "
+            "from jupyterlab.labapp import main; sys.exit(main())")
 # What the copy of the course holds: the notebooks' setup cell puts ".." (the copy's root) on
 # sys.path, so helpers/ must sit next to notebooks/.
 COURSE_PARTS = ("notebooks", "helpers", "assets", "requirements.txt")
@@ -179,7 +184,7 @@ class LabServer:
         self.log_path = self.tmp / "jupyterlab.log"
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--allow-root",
+            [sys.executable, "-c", LAB_MAIN, "--no-browser", "--allow-root",
              "--ServerApp.token=", "--ServerApp.password=", "--ServerApp.ip=127.0.0.1",
              f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
              f"--ServerApp.root_dir={self.root}",

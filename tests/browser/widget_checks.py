@@ -1,8 +1,8 @@
 """What the browser tests do to each notebook with a widget (JupyterLab + Chromium + Playwright).
 
-The test file (test_browser_widgets.py) is thin: it deals the notebooks into two shards of about
-equal time (tests/scheduling.py), one ``xdist_group`` each, so that pytest-xdist (--dist
-loadgroup) runs them on two workers, each with its own JupyterLab and Chromium (conftest.py).
+The test file (test_browser_widgets.py) is thin: one test per notebook, each its own
+``xdist_group``, handed to whichever pytest-xdist worker is free; each worker has its own
+JupyterLab and Chromium (conftest.py).
 For every notebook with an interactive cell (a code cell that starts with `# NBVAL_IGNORE_OUTPUT`
 and builds ipywidgets), found automatically so that new notebooks are covered,
 `check_notebook_widgets`:
@@ -33,8 +33,7 @@ import time
 import lab_harness
 import pytest
 
-from tests.scheduling import deal
-from tests.shortened import is_widget_cell, shortened_seconds, up_to_the_last_widget
+from tests.shortened import is_widget_cell, up_to_the_last_widget
 
 ROOT = lab_harness.ROOT
 NOTEBOOKS_DIR = ROOT / "notebooks"
@@ -85,12 +84,6 @@ def widget_notebooks() -> dict:
 
 
 WIDGET_NOTEBOOKS = widget_notebooks()
-
-
-def shard(index: int, count: int) -> list[str]:
-    """The index-th of ``count`` groups of widget notebooks whose shortened copies
-    (tests/shortened.py) take about as long."""
-    return deal(WIDGET_NOTEBOOKS, count, shortened_seconds)[index]
 
 
 # --- reading the page ----------------------------------------------------------------------------

@@ -9,23 +9,24 @@ Colab's versions: ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34, numpy 2.1.3,
 - the setup cell's ``git clone REPO_URL course`` fetches a repository made from this checkout
   (committed or not): git's ``url.<base>.insteadOf`` in a temporary HOME, never the machine's
   own git config;
-- sacrebleu, which Colab lacks, is removed before each notebook; the setup cell must install
-  it (from a local wheelhouse, standing in for the package registry). It goes into a small venv
+- sacrebleu, which Colab lacks, is removed before each notebook; the notebook that computes BLEU
+  (09) must install it, and no other may (from a local wheelhouse, standing in for the package
+  registry). It goes into a small venv
   of the worker's own, layered on ``.venv-colab`` (a ``.pth`` file adds its site-packages), so
   that the two workers never install or remove it under each other's feet;
 - after each ``interact`` cell, an added cell moves every slider, dropdown and checkbox to its
   ends and fails if a widget callback raised;
 - a last added cell checks where ``helpers`` came from, that the widget manager was turned on,
-  that sacrebleu is there and that ``check_environment()`` is happy with Colab's versions,
-  and that the notebook imported nothing that only a later notebook teaches (notebook 01 loads
-  neither the training code nor tqdm's progress bar nor sacrebleu).
+  that sacrebleu is there exactly where BLEU was computed, that ``check_environment()`` is happy
+  with Colab's versions, and that the notebook imported nothing that only a later notebook
+  teaches (notebook 01 loads neither the training code nor tqdm's progress bar nor sacrebleu).
 
 Outputs are not compared with the stored ones (Colab's versions print some things differently);
 every cell must run without error, none may run longer than 300 s. So the copies run shortened
 trainings (tests/shortened.py): the README's test command runs them in full under nbval.
 
-A slow tier (``-m slow``; .ci/run runs it after the README's test command): the notebooks are dealt
-into two groups of about equal time, one per pytest-xdist worker. Without ``.venv-colab`` the tests
+A slow tier (``-m slow``; .ci/run runs it after the README's test command): each notebook is handed
+to whichever pytest-xdist worker is free (one ``colab_env`` per worker). Without ``.venv-colab`` the tests
 are skipped with the command that builds it; in CI (``CI`` set) that is a failure.
 """
 
@@ -43,8 +44,7 @@ import pytest
 
 from helpers.bench import execute_notebook
 from helpers.course import REPO_URL
-from tests.scheduling import deal
-from tests.shortened import shorten, shortened_seconds
+from tests.shortened import shorten
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -55,7 +55,6 @@ build_env = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(build_env)
 
 KERNEL = "colab-like"
-GROUPS = 2
 
 MOVE_WIDGETS = '''\
 # Added by the Colab-like test: move every control of the interact above to both ends.
@@ -158,7 +157,7 @@ def _layered_venv(folder: Path) -> Path:
     return folder / "bin" / "python"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def colab_env(tmp_path_factory):
     """The environment of the Colab-like kernel (``VIRTUAL_ENV``: this worker's layered venv),
     and its kernel spec on JUPYTER_PATH."""
@@ -233,14 +232,16 @@ def test_every_notebook_is_checked():
     assert len(NOTEBOOKS) == 15
     assert "interact(" in (ROOT / "notebooks" / "06_masks.ipynb").read_text()
     assert sorted(p.values[0] for p in _params()) == [p.name for p in NOTEBOOKS]
-    assert {p.marks[0].args[0] for p in _params()} == {f"colab-{i}" for i in range(GROUPS)}
+    groups = [p.marks[0].args[0] for p in _params()]
+    assert len(set(groups)) == len(NOTEBOOKS)  # one each: handed out one at a time
 
 
 def _params():
-    return [pytest.param(name, marks=pytest.mark.xdist_group(f"colab-{index}"))
-            for index, group in enumerate(deal([p.name for p in NOTEBOOKS], GROUPS,
-                                               shortened_seconds))
-            for name in group]
+    """One ``xdist_group`` per notebook: the notebooks are handed out one at a time, the longest
+    first (conftest.py), to whichever worker is free, and the group keeps the file's tests from
+    being one group because they share the session's ``colab_env``."""
+    return [pytest.param(path.name, marks=pytest.mark.xdist_group(f"colab {path.name}"))
+            for path in NOTEBOOKS]
 
 
 @pytest.mark.slow
@@ -264,7 +265,10 @@ def test_notebook_runs_alone_on_colabs_versions(colab_env, name, tmp_path):
     assert Path(facts["helpers"]) == content / "course" / "helpers" / "__init__.py"
     assert facts["widget_manager"] == 1
     assert (facts["ipywidgets"], facts["ipykernel"]) == ("7.7.1", "6.17.1")
-    assert facts["sacrebleu"], "the setup cell did not install sacrebleu"
+    # Installed where BLEU is computed (notebook 09), by bleu itself; nowhere else.
+    computes_bleu = any("bleu(" in c.source for c in nb.cells if c.cell_type == "code")
+    assert facts["sacrebleu"] == computes_bleu, (
+        "sacrebleu installed without BLEU" if facts["sacrebleu"] else "bleu did not install it")
     assert facts["environment_ok"], facts["environment"]
     assert "pip install" not in facts["environment"]
     early = imported_too_early(facts["modules"], int(name[:2]))

@@ -60,6 +60,20 @@ def single_step():
     return gradients_after_one_step(0, 1, tiny())
 
 
+# The first step in two processes, once for each setting; one pair of processes runs them all
+# (spawn given a list: starting the processes costs seconds, a step a fraction of one).
+TWO_PROCESS_STEPS = {"ddp": (), "by hand": ("--by-hand",), "2 pieces": ("--accumulate", 2),
+                     "fsdp": ("--fsdp",)}
+
+
+@pytest.fixture(scope="module")
+def two_process_steps():
+    """``{setting: rank 0's gradients_after_one_step}`` for each of ``TWO_PROCESS_STEPS``."""
+    results = spawn(2, [tiny(*extra) for extra in TWO_PROCESS_STEPS.values()],
+                    gradients_after_one_step)
+    return dict(zip(TWO_PROCESS_STEPS, results, strict=True))
+
+
 def test_the_ranks_shares_of_a_step_are_the_single_process_batch():
     items = list(range(103))  # not a multiple of the batch: the epochs end at different items
     single = micro_batches(items, 0, 1, 10, seed=3)
@@ -74,30 +88,30 @@ def test_the_ranks_shares_of_a_step_are_the_single_process_batch():
 
 
 @pytest.mark.slow
-def test_two_processes_give_the_gradients_of_one(single_step):
-    two = spawn(2, tiny(), gradients_after_one_step)
+def test_two_processes_give_the_gradients_of_one(single_step, two_process_steps):
+    two = two_process_steps["ddp"]
     assert two["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
     assert_same_gradients(two["grads"], single_step["grads"])
 
 
 @pytest.mark.slow
-def test_the_all_reduce_by_hand_gives_ddps_gradients(single_step):
-    """--by-hand: no DDP, helpers.distributed.average_gradients after backward. Both settings
-    run in the same two processes (spawn given a list), the DDP step first."""
-    ddp, by_hand = spawn(2, [tiny(), tiny("--by-hand")], gradients_after_one_step)
-    for result in (ddp, by_hand):
+def test_the_all_reduce_by_hand_gives_ddps_gradients(single_step, two_process_steps):
+    """--by-hand: no DDP, helpers.distributed.average_gradients after backward, in the same two
+    processes as the DDP step, after it."""
+    for result in (two_process_steps["ddp"], two_process_steps["by hand"]):
         assert result["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
         assert_same_gradients(result["grads"], single_step["grads"])
 
 
 @pytest.mark.parametrize("world_size, accumulate",
                          [(1, 4), pytest.param(2, 2, marks=pytest.mark.slow)])
-def test_accumulation_gives_the_update_of_one_big_batch(single_step, world_size, accumulate):
-    args = tiny("--accumulate", accumulate)
+def test_accumulation_gives_the_update_of_one_big_batch(single_step, world_size, accumulate,
+                                                       request):
     if world_size == 1:  # 4 pieces of 8 pairs on one process
-        pieces = gradients_after_one_step(0, 1, args)
+        pieces = gradients_after_one_step(0, 1, tiny("--accumulate", accumulate))
     else:  # 2 ranks x 2 pieces of 8 pairs: model.no_sync() for the first piece
-        pieces = spawn(2, args, gradients_after_one_step)
+        assert TWO_PROCESS_STEPS["2 pieces"] == ("--accumulate", accumulate)
+        pieces = request.getfixturevalue("two_process_steps")["2 pieces"]
     assert pieces["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
     assert_same_gradients(pieces["grads"], single_step["grads"])  # so the same Adam update
 
@@ -166,8 +180,8 @@ def test_bf16_autocast_trains_and_keeps_masked_scores_finite():
 
 
 @pytest.mark.slow
-def test_fsdp_shards_the_weights_and_gives_the_gradients_of_one(single_step):
-    two = spawn(2, tiny("--fsdp"), gradients_after_one_step)
+def test_fsdp_shards_the_weights_and_gives_the_gradients_of_one(single_step, two_process_steps):
+    two = two_process_steps["fsdp"]
     assert two["loss"] == pytest.approx(single_step["loss"], rel=1e-6)
     assert_same_gradients(two["grads"], single_step["grads"])
 
@@ -175,8 +189,7 @@ def test_fsdp_shards_the_weights_and_gives_the_gradients_of_one(single_step):
 @pytest.mark.slow
 def test_fsdp_trains_and_its_sharded_checkpoint_loads_into_one_process(tmp_path):
     args = tiny("--fsdp", "--steps", 4, "--accumulate", 2, "--save", tmp_path / "ckpt")
-    history = spawn(2, args)
-    ddp = spawn(2, tiny("--steps", 4, "--accumulate", 2))
+    history, ddp = spawn(2, [args, tiny("--steps", 4, "--accumulate", 2)])  # the same processes
     whole = ddp["parameters_per_rank"]
     assert history["parameters_per_rank"] < 0.51 * whole  # each rank holds about half
     torch.testing.assert_close(torch.tensor([s["loss"] for s in history["steps"]]),

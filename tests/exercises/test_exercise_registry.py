@@ -32,16 +32,18 @@ NAMES = list(EXERCISES)
 # torch: the tests below that run its check are in the slow tier, with tests/distributed
 # (`pytest -m slow tests/distributed tests/exercises`, run by .ci/run).
 SPAWNS = {"average_gradients"}
+# Slow, and on the worker that runs tests/distributed/test_all_reduce_checker.py: the reference's
+# gradients, computed by that worker's first check, serve every later one.
+SPAWNING = [pytest.mark.slow, pytest.mark.xdist_group("all-reduce check")]
 
 
 def checked(names):
-    """``names`` as parameters, those in ``SPAWNS`` marked slow."""
-    return [pytest.param(name, marks=pytest.mark.slow) if name in SPAWNS else name
-            for name in names]
+    """``names`` as parameters, those in ``SPAWNS`` marked ``SPAWNING``."""
+    return [pytest.param(name, marks=SPAWNING) if name in SPAWNS else name for name in names]
 
 
 VARIANTS = [pytest.param(name, pitfall, id=f"{name}-{pitfall.id or '-'}-{pitfall.name}",
-                         marks=[pytest.mark.slow] if name in SPAWNS else [])
+                         marks=SPAWNING if name in SPAWNS else [])
             for name in NAMES for pitfall in EXERCISES[name].pitfalls]
 
 

@@ -105,12 +105,23 @@ def _fake_colab(monkeypatch):
 CLONE = ["git", "clone", "--quiet", "--depth", "1", course.REPO_URL, "course"]
 
 
+def _without_sacrebleu(monkeypatch):
+    """``importlib.util.find_spec`` (what ``_install_missing`` asks) says sacrebleu is missing,
+    as on Colab."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *args: None if name == "sacrebleu" else real(name, *args))
+
+
 def test_setup_cell_on_colab_clones_and_enables_widgets(isolated, monkeypatch, tmp_path):
     widget_calls = _fake_colab(monkeypatch)
+    _without_sacrebleu(monkeypatch)
     monkeypatch.chdir(tmp_path)
     namespace = {}
     exec(course.SETUP_CELL, namespace)
-    assert isolated == [CLONE]  # sacrebleu is installed here, so nothing else is run
+    assert isolated == [CLONE]  # nothing installed: only notebook 09 needs sacrebleu (bleu)
     assert widget_calls == [1]
     assert sys.path[0] == os.path.join(os.getcwd(), "course")
     assert str(namespace["device"]) in {"cpu", "cuda", "mps"}
@@ -149,6 +160,24 @@ def test_setup_cell_elsewhere_only_sets_the_path(isolated, monkeypatch):
     assert [p for p in sys.path if Path(p or ".").resolve() == ROOT] == [str(ROOT)]  # once
 
 
+PIP_SACREBLEU = [sys.executable, "-m", "pip", "install", "--quiet", "sacrebleu==2.6.0"]
+
+
+@pytest.mark.parametrize("colab", [True, False])
+def test_bleu_installs_sacrebleu_on_colab_the_first_time(isolated, monkeypatch, colab):
+    """What Colab lacks is installed by the one notebook that needs it, when it needs it: BLEU
+    (notebook 09). Elsewhere requirements.txt has it, and nothing is installed."""
+    from helpers.translation import bleu
+
+    if colab:
+        _fake_colab(monkeypatch)
+    else:
+        monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    _without_sacrebleu(monkeypatch)
+    assert bleu(["the cat is black"], ["the cat is black"]) == pytest.approx(100.0)
+    assert isolated == ([PIP_SACREBLEU] if colab else [])
+
+
 def test_install_missing_installs_only_what_is_missing(isolated, monkeypatch):
     import importlib.util
 
@@ -156,7 +185,7 @@ def test_install_missing_installs_only_what_is_missing(isolated, monkeypatch):
     monkeypatch.setattr(importlib.util, "find_spec",
                         lambda name: object() if present[name] else None)
     course._install_missing({"sacrebleu": "2.6.0", "torch": "2.13.0"})
-    assert isolated == [[sys.executable, "-m", "pip", "install", "--quiet", "sacrebleu==2.6.0"]]
+    assert isolated == [PIP_SACREBLEU]
     present["sacrebleu"] = True
     course._install_missing({"sacrebleu": "2.6.0"})
     assert len(isolated) == 1
