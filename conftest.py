@@ -1,5 +1,5 @@
 """Shared test setup (unit tests and notebooks): keep Jupyter, IPython and matplotlib out of
-$HOME, one thread per pytest worker, seed everything, and hand the work to the two workers."""
+$HOME, one thread per pytest worker, seed everything, and hand the work to the pytest-xdist workers."""
 
 import atexit
 import os
@@ -73,7 +73,7 @@ def pytest_collection_modifyitems(config, items):
       one group per notebook, so that a free worker takes the next one);
     - the tests of a file that ask for a module- or session-scoped fixture are one group, so that
       the fixture is built once;
-    - every other test is handed out alone, so a unit-test file is spread over both workers.
+    - every other test is handed out alone, so a unit-test file is spread over the workers.
 
     The groups go first, the longest first (a group's time: its notebooks' stored runs, see
     tests/scheduling.py, or ``_estimate``'s guess for the slow suites), then the unit tests fill

@@ -13,7 +13,7 @@ Colab's versions: ipywidgets 7.7.1, ipykernel 6.17.1, IPython 7.34, numpy 2.1.3,
   (09) must install it, and no other may (from a local wheelhouse, standing in for the package
   registry). It goes into a small venv
   of the worker's own, layered on ``.venv-colab`` (a ``.pth`` file adds its site-packages), so
-  that the two workers never install or remove it under each other's feet;
+  that the workers never install or remove it under each other's feet;
 - after each ``interact`` cell, an added cell moves every slider, dropdown and checkbox to its
   ends and fails if a widget callback raised;
 - a last added cell checks where ``helpers`` came from, that the widget manager was turned on,
