@@ -164,6 +164,7 @@ def _install_missing(packages: dict) -> None:
     missing = [f"{name}=={version}" for name, version in packages.items()
                if importlib.util.find_spec(name) is None]
     if missing:
+        print(f"Installing {' '.join(missing)} (this runtime lacks it; a few seconds, once)")
         done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", *missing])
         importlib.invalidate_caches()
         if done.returncode:

@@ -164,7 +164,8 @@ PIP_SACREBLEU = [sys.executable, "-m", "pip", "install", "--quiet", "sacrebleu==
 
 
 @pytest.mark.parametrize("colab", [True, False])
-def test_bleu_installs_sacrebleu_on_colab_the_first_time(isolated, monkeypatch, colab):
+def test_bleu_installs_sacrebleu_on_colab_the_first_time(isolated, monkeypatch, capsys,
+                                                           colab):
     """What Colab lacks is installed by the one notebook that needs it, when it needs it: BLEU
     (notebook 09). Elsewhere requirements.txt has it, and nothing is installed."""
     from helpers.translation import bleu
@@ -176,6 +177,8 @@ def test_bleu_installs_sacrebleu_on_colab_the_first_time(isolated, monkeypatch, 
     _without_sacrebleu(monkeypatch)
     assert bleu(["the cat is black"], ["the cat is black"]) == pytest.approx(100.0)
     assert isolated == ([PIP_SACREBLEU] if colab else [])
+    printed = capsys.readouterr().out
+    assert ("Installing sacrebleu==2.6.0" in printed) == colab  # why the cell takes longer
 
 
 def test_install_missing_installs_only_what_is_missing(isolated, monkeypatch):
