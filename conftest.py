@@ -26,6 +26,10 @@ os.environ.setdefault("COURSE_OFFLINE", "1")
 # spinning on the core the other worker needs: measured on a loaded 2-core machine, 65 ms per
 # training step instead of 152. OpenMP reads it once, when torch is loaded: here, and by kernels.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# What helpers.utils.set_seed(0) sets, and what the tests' seeding keeps: set from the start, it is
+# also the value of the fork server that helpers.distributed.spawn starts once per worker, whose
+# processes then need no fresh start when the tests seed (helpers.distributed.start_method).
+os.environ.setdefault("PYTHONHASHSEED", "0")
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 

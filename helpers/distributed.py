@@ -29,6 +29,7 @@ import contextlib
 import gc
 import json
 import math
+import multiprocessing
 import os
 import socket
 import statistics
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from multiprocessing import forkserver
 from pathlib import Path
 
 import torch
@@ -300,8 +302,9 @@ def _run_job(rank, world_size, job, args):
     return job(rank, world_size, args)
 
 
-def _rank_main(rank, world_size, port, job, args, path, pairs):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+def _rank_main(rank, world_size, port, job, args, path, pairs, environ):
+    os.environ.clear()  # the parent's environment as it is now, not the fork server's
+    os.environ.update(environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     _PAIRS.update(pairs)  # the corpora the parent process built already
     if isinstance(args, list):  # one process group for all the jobs (each would join its own)
         with process_group(rank, world_size, args[0].backend):
@@ -319,19 +322,50 @@ def _skip_final_collection():
     gc.freeze()
 
 
+# What the fork server imports once, so that every process it starts has it already: torch
+# (about 2.5 s of CPU in each new Python process) and torch._dynamo, which DDP imports when it
+# wraps a model (about 2 s more).
+PRELOADED = ("torch", "torch.distributed", "torch._dynamo")
+# Environment variables read when a process starts or imports torch (OpenMP's threads, Python's
+# hash seed, ...): a process forked from the fork server has the values the server started with.
+READ_AT_START = ("OMP_", "GOMP_", "KMP_", "MKL_", "PYTHON", "TORCH_", "PYTORCH_")
+_server_environ = None  # those of the fork server, once it runs
+
+
+def _read_at_start() -> dict:
+    return {k: v for k, v in os.environ.items() if k.startswith(READ_AT_START)}
+
+
+def start_method() -> str:
+    """How :func:`spawn` starts its processes. ``"forkserver"``: forked from a fork server, a
+    process that imported torch once (started at the first call, a few seconds), each in a
+    fraction of a second. ``"spawn"``, fresh Python processes (seconds each): where there is no
+    fork server (Windows), and when a variable of ``READ_AT_START`` changed since the server
+    started (such as ``OMP_WAIT_POLICY``, notebook 13), so that the new processes read it."""
+    global _server_environ
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    if _server_environ is None:
+        multiprocessing.set_forkserver_preload(list(PRELOADED))
+        forkserver.ensure_running()
+        _server_environ = _read_at_start()
+    return "forkserver" if _read_at_start() == _server_environ else "spawn"
+
+
 def spawn(world_size: int, args, job=train_distributed):
     """``job(rank, world_size, args)`` in ``world_size`` new processes on this machine (what
-    torchrun does, from Python or a notebook); returns rank 0's result. ``args`` may be a list:
-    then the same processes run ``job`` once for each, in order, in one process group (starting
-    the processes costs seconds, one step a fraction of one), and rank 0's results come back
-    as a list."""
+    torchrun does, from Python or a notebook); returns rank 0's result. The processes are forked
+    from a fork server (:func:`start_method`) that imported torch once: the first call waits a few
+    seconds for it, later ones start in a fraction of a second. ``args`` may be a list: then the
+    same processes run ``job`` once for each, in order, in one process group, and rank 0's
+    results come back as a list."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # free now, the rendezvous of the new processes
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "result.pt"
-        mp.spawn(_rank_main, args=(world_size, port, job, args, path, dict(_PAIRS)),
-                 nprocs=world_size)
+        mp.start_processes(_rank_main, nprocs=world_size, start_method=start_method(),
+                           args=(world_size, port, job, args, path, dict(_PAIRS), dict(os.environ)))
         return torch.load(path, weights_only=False)
 
 

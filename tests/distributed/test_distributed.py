@@ -6,6 +6,7 @@ tests that start several processes are a slow tier (``-m slow``; .ci/run runs th
 README's test command); the others run in the README's test command.
 """
 
+import argparse
 import json
 import os
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import helpers.distributed as distributed
 from helpers.attention import scaled_dot_product_attention
 from helpers.distributed import (
     gradients_after_one_step,
@@ -24,6 +26,7 @@ from helpers.distributed import (
     micro_batches,
     parse_args,
     spawn,
+    start_method,
     torchrun_command,
     train_distributed,
 )
@@ -136,6 +139,36 @@ def test_torchrun_trains_two_gloo_processes_and_writes_the_log(tmp_path, monkeyp
 def test_a_failed_launch_raises_with_the_ranks_error():
     with pytest.raises(RuntimeError, match=r"(?s)torchrun exited with 1.*batch size 33"):
         launch(2, *TINY, "--batch-size", 33, "--steps", 1, timeout=120)
+
+
+def _where_and_what(rank, world_size, args):
+    """A job that reports which process started it and two variables of its environment."""
+    return {"from the caller": os.getppid() == args.caller, "probe": os.environ.get("TFS_PROBE"),
+            "wait policy": os.environ.get("OMP_WAIT_POLICY")}
+
+
+@pytest.mark.slow
+def test_spawn_forks_from_a_server_but_starts_afresh_when_a_startup_variable_changed(
+        monkeypatch):
+    job = argparse.Namespace(threads=1, caller=os.getpid())
+    start_method()  # the fork server runs from here on; its variables, as a test may change them:
+    for key in set(distributed._read_at_start()) - set(distributed._server_environ):
+        monkeypatch.delenv(key)
+    for key, value in distributed._server_environ.items():
+        monkeypatch.setenv(key, value)
+    assert start_method() == "forkserver"
+    monkeypatch.setenv("TFS_PROBE", "set after the server started")
+    forked = spawn(1, job, _where_and_what)
+    assert not forked["from the caller"]  # forked by the server
+    assert forked["probe"] == "set after the server started"  # yet with the caller's variables
+    policy = "ACTIVE" if os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" else "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", policy)  # read when torch is imported: the server's
+    assert start_method() == "spawn"  # would be stale, so a fresh process reads it
+    fresh = spawn(1, job, _where_and_what)
+    assert fresh == {"from the caller": True, "probe": "set after the server started",
+                     "wait policy": policy}
+    monkeypatch.undo()
+    assert start_method() == "forkserver"
 
 
 def test_without_torchrun_the_module_says_how_to_launch_it():
