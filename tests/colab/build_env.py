@@ -56,10 +56,27 @@ def _build() -> None:
     pip = [str(PYTHON), "-m", "pip", "--disable-pip-version-check", "--quiet"]
     subprocess.run([*pip, "install", "--no-deps", "-r", str(REQUIREMENTS)], check=True)
     subprocess.run([*pip, "check"], check=True)  # the list is complete and consistent
+    _write_bytecode()
     wanted = [f"{name}=={version}" for name, version in COLAB_LACKS.items()]
     subprocess.run([*pip, "download", "--no-deps", "-d", str(WHEELHOUSE), *wanted], check=True)
     _STAMP.write_text(REQUIREMENTS.read_text())
     print(f"built {VENV.name}")
+
+
+# What every Colab-like kernel imports.
+KERNEL_IMPORTS = ("torch", "matplotlib.pyplot", "seaborn", "ipykernel.kernelapp", "ipywidgets",
+                  "IPython", "tqdm.auto")
+
+
+def _write_bytecode() -> None:
+    """Where pip was told not to byte-compile (``.ci/run`` does, see there), import what every
+    kernel imports, once, so that Python writes its bytecode now, not the first kernels of each
+    test worker together. Nothing to do where pip compiled, or where Python writes no bytecode."""
+    compiled = any(VENV.glob("lib/python*/site-packages/torch/__pycache__/*.pyc"))
+    if compiled or os.environ.get("PYTHONDONTWRITEBYTECODE"):
+        return
+    subprocess.run([str(PYTHON), "-c", "import " + ", ".join(KERNEL_IMPORTS)], check=True,
+                   env={**os.environ, "MPLBACKEND": "agg"})
 
 
 if __name__ == "__main__":
