@@ -341,7 +341,8 @@ def start_method() -> str:
     process that imported torch once (started at the first call, a few seconds), each in a
     fraction of a second. ``"spawn"``, fresh Python processes (seconds each): where there is no
     fork server (Windows), and when a variable of ``READ_AT_START`` changed since the server
-    started (such as ``OMP_WAIT_POLICY``, notebook 13), so that the new processes read it."""
+    started (such as ``OMP_WAIT_POLICY``, which OpenMP reads when torch is imported), so that
+    the new processes read it."""
     global _server_environ
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return "spawn"

@@ -148,7 +148,7 @@ def _gradients_job(rank: int, world_size: int, args) -> None:
     ``backward``); the gradients, or what a function raised, go to ``args.folder/rank<r>.pt``
     (a file each, so that an answer that leaves the other rank waiting cannot hide the
     results). A learner's answer alone runs without DDP: the reference's gradients are kept
-    from the first check, and building the first DDP model costs each process two seconds."""
+    from the first check."""
     dist.init_process_group("gloo", rank=rank, world_size=world_size,
                             timeout=timedelta(seconds=COLLECTIVE_TIMEOUT))
     results = {}
