@@ -1,5 +1,6 @@
 """Shared test setup (unit tests and notebooks): keep Jupyter, IPython and matplotlib out of
-$HOME, one thread per pytest worker, seed everything, and hand the work to the pytest-xdist workers."""
+$HOME, one thread per pytest worker, seed everything, and hand the work to the pytest-xdist
+workers."""
 
 import atexit
 import os

@@ -200,27 +200,35 @@ def average_gradients(model) -> None:
             p.grad /= world_size
 
 
-def forward_backward(model, pairs: list, world_size: int, args, device) -> float:
-    """Forward and backward of this rank's ``pairs`` in ``args.accumulate`` pieces; returns the
-    loss of the global batch (the mean over all its real target tokens), the same on every rank.
-
-    Each piece backpropagates :func:`rank_loss`, given N (all-reduced before the first piece).
-    The pieces' gradients add up in ``.grad``; under DDP only the last piece's backward
-    all-reduces them (``no_sync`` for the others), and ``--by-hand`` averages them at the end.
-    """
+def pieces_and_token_count(pairs: list, world_size: int, args, device) -> tuple[list, torch.Tensor]:
+    """This rank's ``pairs`` as ``args.accumulate`` batches (the pieces), and N: the real target
+    tokens of the global batch, all ranks together, which :func:`rank_loss` divides by."""
     size = micro_batch_size(args.batch_size, world_size, args.accumulate)
     pieces = [make_batch([s for s, _ in pairs[i:i + size]], [t for _, t in pairs[i:i + size]])
               .to(device) for i in range(0, len(pairs), size)]
     total = torch.stack([(p.tgt_out != PAD_ID).sum() for p in pieces]).sum().float()  # ours ...
     if dist.is_initialized():
         dist.all_reduce(total)  # ... then N, the real target tokens of all ranks
+    return pieces, total
+
+
+def gradient_sync(model, last: bool):
+    """The context of one piece's forward and backward. Only the last piece's backward
+    all-reduces the gradients (by then ``.grad`` holds the sum of all the pieces'): DDP's
+    ``no_sync`` keeps the others from it (DDP decides in the forward), and FSDP is told the same."""
+    if hasattr(model, "set_requires_gradient_sync"):  # FSDP's no_sync
+        model.set_requires_gradient_sync(last)
+    return model.no_sync() if isinstance(model, DDP) and not last else contextlib.nullcontext()
+
+
+def forward_backward(model, pairs: list, world_size: int, args, device) -> float:
+    """Forward and backward of this rank's ``pairs``, piece by piece; returns the loss of the
+    global batch (the mean over its N real target tokens), the same on every rank. The pieces'
+    gradients add up in ``.grad``; ``--by-hand`` averages them over the ranks at the end."""
+    pieces, total = pieces_and_token_count(pairs, world_size, args, device)
     loss_sum = torch.zeros((), device=device)
     for i, piece in enumerate(pieces):
-        last = i == len(pieces) - 1  # only its backward all-reduces (the sum of all pieces)
-        quiet = model.no_sync() if isinstance(model, DDP) and not last else contextlib.nullcontext()
-        if hasattr(model, "set_requires_gradient_sync"):  # FSDP's no_sync
-            model.set_requires_gradient_sync(last)
-        with quiet:  # around the forward: DDP decides there whether backward all-reduces
+        with gradient_sync(model, last=i == len(pieces) - 1):
             with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.bf16):
                 logits = model(piece.src, piece.tgt_in, piece.src_mask, piece.tgt_mask)  # (b,T,V)
             # each token's label-smoothed loss (notebook 09), in float32: CPU autocast would

@@ -37,11 +37,17 @@ SEP = "<sep>"  # between the English sentence and its French continuation
 
 # ---- The model ----------------------------------------------------------------------------------
 
+GPT_CHOICES = {  # what GPTConfig may choose for each part: notebook 05's first, then section 7's
+    "norm": ("layer", "rms"),
+    "ffn": ("relu", "swiglu"),
+    # added (as in 2017), an embedding per position, or rotary (inside attention)
+    "positions": ("sinusoidal", "learned", "rope"),
+}
+
+
 @dataclass
 class GPTConfig:
-    """A decoder-only model. ``norm``: "layer" or "rms"; ``ffn``: "relu" or "swiglu";
-    ``positions``: "sinusoidal" (added, as in 2017), "learned" (an embedding per position) or
-    "rope" (rotary, inside attention)."""
+    """A decoder-only model: its sizes, and one of ``GPT_CHOICES`` for each of its parts."""
 
     d_model: int = 64
     num_heads: int = 4
@@ -55,12 +61,9 @@ class GPTConfig:
     positions: str = "sinusoidal"
 
     def __post_init__(self):
-        choices = {"norm": ("layer", "rms"), "ffn": ("relu", "swiglu"),
-                   "positions": ("sinusoidal", "learned", "rope")}
-        for name, allowed in choices.items():
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"GPTConfig.{name} must be one of {allowed}, got "
-                                 f"{getattr(self, name)!r}")
+        for name, allowed in GPT_CHOICES.items():
+            if (value := getattr(self, name)) not in allowed:
+                raise ValueError(f"GPTConfig.{name} must be one of {allowed}, got {value!r}")
 
     @classmethod
     def modern(cls, **changes) -> "GPTConfig":

@@ -84,8 +84,8 @@ OPENING = 15.0  # seconds a suite spends on a notebook outside its cells (start,
 
 def shortened_seconds(name: str) -> float:
     """A rough guess of the seconds that the Colab-like or browser suite spends on the shortened
-    copy of notebook ``name``, to hand out the longest first (conftest.py): ``OPENING``, plus the cell times of the stored run, the cells that ``SHORTER`` changes
-    counted as 1 s each."""
+    copy of notebook ``name``, to hand out the longest first (conftest.py): ``OPENING``, plus the
+    cell times of the stored run, the cells that ``SHORTER`` changes counted as 1 s each."""
     olds = [old for old, _ in SHORTER.get(Path(name).stem, [])]
     timed = cell_seconds(name)
     if not timed:

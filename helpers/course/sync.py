@@ -86,6 +86,7 @@ MANIFEST = {
     "12_decoder_only": [
         ("gpt", ["continuation_example", "ContinuationBatch", "continuation_batch"],
          "continuation_example"),
+        ("gpt", ["GPT_CHOICES"]),
         ("gpt", ["GPTConfig"]),
         ("gpt", ["gpt_block"]),
         ("gpt", ["GPT"], "gpt"),
@@ -104,6 +105,8 @@ MANIFEST = {
     "13_scaling_up": [
         ("distributed", ["rank_loss"], "rank_loss"),
         ("distributed", ["process_group", "wrap_model"]),
+        ("distributed", ["pieces_and_token_count"]),
+        ("distributed", ["gradient_sync"]),
         ("distributed", ["forward_backward"]),
         ("distributed", ["average_gradients"], "average_gradients"),
     ],

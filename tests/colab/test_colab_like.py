@@ -26,8 +26,8 @@ every cell must run without error, none may run longer than 300 s. So the copies
 trainings (tests/shortened.py): the README's test command runs them in full under nbval.
 
 A slow tier (``-m slow``; .ci/run runs it after the README's test command): each notebook is handed
-to whichever pytest-xdist worker is free (one ``colab_env`` per worker). Without ``.venv-colab`` the tests
-are skipped with the command that builds it; in CI (``CI`` set) that is a failure.
+to whichever pytest-xdist worker is free (one ``colab_env`` per worker). Without ``.venv-colab``
+the tests are skipped with the command that builds it; in CI (``CI`` set) that is a failure.
 """
 
 import importlib.util

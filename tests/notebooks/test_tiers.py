@@ -84,7 +84,8 @@ def _marked_slow(function: ast.FunctionDef) -> bool:
 
 
 @pytest.mark.parametrize("path, needs", [
-    ("tests/distributed/test_distributed.py", {"spawn", "launch", "two_process_steps"}),  # processes
+    ("tests/distributed/test_distributed.py",
+     {"spawn", "launch", "two_process_steps"}),  # processes
     ("tests/colab/test_colab_like.py", {"colab_env"}),  # the second venv
     ("tests/browser/test_browser_widgets.py", {"check_notebook_widgets"}),  # Chromium
 ])
