@@ -112,6 +112,41 @@ def ids_in_vocabulary(tokens, vocab_size: int, name: str):
         ) from None
 
 
+def check_labels(logits, labels, epsilon: float) -> None:
+    """``label_smoothed_nll``'s inputs: ``logits (..., V)`` floats for ``labels (...)`` integer
+    ids, and a smoothing ``epsilon`` in [0, 1]."""
+    if not torch.is_tensor(logits) or not logits.is_floating_point() or logits.dim() == 0:
+        raise TypeError(f"label_smoothed_nll: logits must be a floating-point tensor (..., V), "
+                        f"got {describe(logits)}")
+    if not torch.is_tensor(labels) or labels.is_floating_point() or labels.is_complex() \
+            or labels.dtype == torch.bool:
+        hint = ".long()" if torch.is_tensor(labels) else "torch.tensor(labels)"
+        raise TypeError(f"label_smoothed_nll: labels must be a tensor of integer class ids, got "
+                        f"{describe(labels)}; convert it with {hint}")
+    if logits.shape[:-1] != labels.shape:
+        raise ValueError(f"expected logits (..., V) for labels (...), got logits "
+                         f"{tuple(logits.shape)} and labels {tuple(labels.shape)}")
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
+
+
+@contextlib.contextmanager
+def labels_in_vocabulary(labels, vocab_size: int, ignore_index: int):
+    """Around ``log_probs.gather(labels)``: a label outside ``0 .. vocab_size - 1`` (other than
+    ``ignore_index``) gets a clear error. As :func:`ids_in_vocabulary`, the labels are read only
+    after ``gather`` refused one."""
+    try:
+        yield
+    except RuntimeError as error:
+        if "out of bounds" not in str(error):
+            raise
+        raise ValueError(
+            f"label_smoothed_nll: labels must be class ids in 0..{vocab_size - 1} (the logits' "
+            f"last axis) or ignore_index={ignore_index}; got labels from {int(labels.min())} "
+            f"to {int(labels.max())}"
+        ) from None
+
+
 def check_memory(memory, batch: int) -> None:
     """``Transformer.decode``'s memory: ``(B, S, d_model)`` with the target's batch size."""
     if memory.dim() != 3 or memory.shape[0] != batch:

@@ -76,14 +76,16 @@ class Vocab:
 
     def decode(self, ids) -> str:
         """Ids (a list or a 1-D tensor) -> a sentence. Skips BOS and PAD, stops at EOS."""
-        ids = ids.tolist() if torch.is_tensor(ids) else list(ids)
+        ids = ids.tolist() if hasattr(ids, "tolist") else list(ids)  # a tensor or NumPy array
         words = []
         for i in ids:
-            if not isinstance(i, int) or not 0 <= i < len(self):
-                raise ValueError(
-                    f"token id {i!r} is not in the vocabulary: expected an int in "
-                    f"0..{len(self) - 1}"
-                )
+            if isinstance(i, bool) or not hasattr(i, "__index__"):  # an int or a NumPy integer
+                raise TypeError(f"token ids must be whole numbers (int), got {i!r} "
+                                f"({type(i).__name__}) in {ids!r}")
+            i = int(i)
+            if not 0 <= i < len(self):
+                raise ValueError(f"token id {i} is not in the vocabulary: its ids are "
+                                 f"0..{len(self) - 1}")
             if i == EOS_ID:
                 break
             if i not in (PAD_ID, BOS_ID):
@@ -146,10 +148,10 @@ def batches(encoded: list, batch_size: int, shuffle: bool = True, seed: int = 0,
     With ``shuffle`` the order is reshuffled every epoch (seeded); with ``repeat`` the
     generator never ends (the training loop decides when to stop).
     """
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-    if repeat and not encoded:  # an endless loop that would never yield
-        raise ValueError(f"batches: repeat=True needs at least one pair, got 0 pairs "
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    if not encoded:  # nothing to train on (and with repeat, a loop that would never yield)
+        raise ValueError(f"batches: no sentence pairs to batch, got {encoded!r} "
                          f"(batch_size={batch_size})")
     rng = random.Random(seed)
     order = list(range(len(encoded)))

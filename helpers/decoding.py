@@ -10,7 +10,14 @@ import math
 import torch
 
 from .attention import merge_heads, scaled_dot_product_attention, split_heads
-from .checks import TOKEN_DTYPES, check_mask, check_sizes, check_tensor
+from .checks import (
+    TOKEN_DTYPES,
+    check_mask,
+    check_sizes,
+    check_tensor,
+    check_token_ids,
+    ids_in_vocabulary,
+)
 from .masks import causal_mask
 from .model import Transformer
 
@@ -21,9 +28,10 @@ def check_source(src, src_mask):
     check_mask(src_mask, src.shape[0], 1, src.shape[1], "src_mask (the source padding mask)")
 
 
-def check_limits(model, src, max_len, beam_size=None) -> None:
-    """Whole numbers >= 1, and lengths that fit the positional table: checked before decoding,
-    not after minutes of it."""
+def check_limits(model, src, max_len, bos_id, eos_id, beam_size=None) -> None:
+    """Whole numbers >= 1, lengths that fit the positional table, and a ``bos_id`` of the target
+    vocabulary: checked before decoding, not after minutes of it."""
+    check_special_ids(model, bos_id, eos_id)
     sizes = {"max_len": max_len} if beam_size is None else {"beam_size": beam_size,
                                                               "max_len": max_len}
     check_sizes("decoding", **sizes)
@@ -36,13 +44,26 @@ def check_limits(model, src, max_len, beam_size=None) -> None:
         )
 
 
-def check_beam_source(model, src, src_mask, max_len, beam_size) -> None:
+def check_special_ids(model, bos_id, eos_id) -> None:
+    """``bos_id``, fed to the decoder, must be an id of the target vocabulary; ``eos_id`` an int
+    (one outside the vocabulary is never produced: decoding runs all ``max_len`` steps, which
+    the timing cells of notebooks 10 and 14 use)."""
+    for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
+        if not isinstance(value, int) or isinstance(value, bool):  # int(...) of a NumPy id
+            raise TypeError(f"decoding: {name} must be a token id (an int), got {value!r}")
+    vocab_size = getattr(model, "tgt_vocab_size", None)
+    if vocab_size is not None and not 0 <= bos_id < vocab_size:
+        raise ValueError(f"decoding: bos_id={bos_id} is not an id of the target vocabulary "
+                         f"(ids 0..{vocab_size - 1}), so the decoder cannot read it")
+
+
+def check_beam_source(model, src, src_mask, max_len, beam_size, bos_id, eos_id) -> None:
     """:func:`beam_search`'s input checks: one sentence ``(1, S)``, and the limits."""
     check_source(src, src_mask)
     if src.shape[0] != 1:
         raise ValueError(
             f"beam_search decodes one sentence: src must be (1, S), got {tuple(src.shape)}")
-    check_limits(model, src, max_len, beam_size)
+    check_limits(model, src, max_len, bos_id, eos_id, beam_size)
 
 
 @contextlib.contextmanager
@@ -70,6 +91,18 @@ class KVCache:
         self.length = 0
         self.self_kv = [None] * num_layers
         self.cross_kv = [None] * num_layers
+        self.memory = None  # the encoder output that cross_kv was computed from
+
+    def check_memory(self, memory: torch.Tensor) -> None:
+        """Keep the first step's ``memory``; later steps must pass the same numbers (beam
+        search passes ``memory.expand(n, -1, -1)``, a view of them), not another source's."""
+        if self.memory is None:
+            self.memory = memory
+        elif (memory.data_ptr() != self.memory.data_ptr()  # where its numbers are stored
+              or memory.shape[1:] != self.memory.shape[1:]):
+            raise ValueError("decode_step: this KVCache holds the cross-attention keys and "
+                             "values of another memory (another source); pass the first "
+                             "step's memory at every step, or a new KVCache for a new source")
 
     def reorder(self, index: torch.Tensor) -> None:
         """Keep the rows of the beams that survive, in their new order (beam search)."""
@@ -123,7 +156,10 @@ def cached_decoder_layer(layer, x, memory, memory_mask, cache: KVCache, i: int):
 def decode_step(model: Transformer, tokens, memory, cache: KVCache, src_mask=None):
     """``Transformer.decode`` for the newest tokens ``(B, T)`` only (``T = 1`` in a decoding
     loop); the earlier ones are in ``cache``, which this call extends. Returns ``(B, T, V)``."""
-    x = model.tgt_embed(tokens) * math.sqrt(model.d_model)  # as Transformer.embed, but the
+    check_token_ids(tokens, "tgt")
+    cache.check_memory(memory)  # the one its cross-attention keys and values came from
+    with ids_in_vocabulary(tokens, model.tgt_embed.num_embeddings, "tgt"):
+        x = model.tgt_embed(tokens) * math.sqrt(model.d_model)  # as Transformer.embed, but the
     x = model.positional(x, start=cache.length)  # positions count on from the stored ones
     for i, layer in enumerate(model.decoder.layers):
         x = cached_decoder_layer(layer, x, memory, src_mask, cache, i)
@@ -139,7 +175,7 @@ def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: in
     ``bos_id`` first, ``eos_id`` after a row's end, early stop when all rows ended. ``use_cache``:
     feed only the newest token, reuse the others' keys and values (the KV cache)."""
     check_source(src, src_mask)
-    check_limits(model, src, max_len)  # before decoding, not after minutes of it
+    check_limits(model, src, max_len, bos_id, eos_id)  # before decoding, not after minutes of it
     with eval_mode(model):
         memory = model.encode(src, src_mask)  # (B, S, d_model)
         ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
@@ -194,7 +230,7 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
     """Beam search for one sentence ``(1, S)`` -> up to ``beam_size`` ``(tokens, score)``, best
     first; tokens without BOS, ``score = sum(log p) / len(tokens) ** length_penalty``."""
     src = src[None] if src.dim() == 1 else src  # (S,) -> (1, S)
-    check_beam_source(model, src, src_mask, max_len, beam_size)
+    check_beam_source(model, src, src_mask, max_len, beam_size, bos_id, eos_id)
     finished = []  # (tokens, score) of the hypotheses that ended
     with eval_mode(model):
         memory = model.encode(src, src_mask)  # (1, S, d_model)

@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from .attention import merge_heads, scaled_dot_product_attention, split_heads
-from .checks import check_sizes, check_tensor
+from .checks import check_sizes, check_tensor, ids_in_vocabulary
 from .data import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, Vocab, pad
 from .decoding import eval_mode
 from .layers import EncoderLayer, LayerNorm, layer_stack
@@ -109,7 +109,8 @@ class GPT(nn.Module):
         L, c = tokens.shape[1], self.config
         if start + L > c.max_len:
             raise ValueError(f"GPT: position {start + L - 1} is beyond max_len={c.max_len}")
-        x = self.embed(tokens) * math.sqrt(c.d_model)
+        with ids_in_vocabulary(tokens, self.embed.num_embeddings, "GPT: tokens"):
+            x = self.embed(tokens) * math.sqrt(c.d_model)
         if c.positions == "sinusoidal":
             return self.positional(x, start)  # adds the table's rows start ... start + L - 1
         if c.positions == "learned":
@@ -210,12 +211,22 @@ def train_gpt(corpus, config: GPTConfig, steps: int = 600, batch_size: int = 128
 
 # ---- Generation: sampling, the KV cache, the loop ---------------------------------------------
 
+def check_sampling(temperature, top_k, top_p) -> None:
+    """:func:`filter_logits`' settings: ``temperature > 0``, ``top_k`` a whole number >= 1,
+    ``top_p`` in [0, 1] (None: that filter is off)."""
+    if not isinstance(temperature, (int, float)) or not temperature > 0:
+        raise ValueError(f"temperature must be > 0 (use greedy decoding for 0), got {temperature}")
+    if top_k is not None:
+        check_sizes("filter_logits", top_k=top_k)  # top_k=0 would keep no token at all
+    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 <= top_p <= 1):
+        raise ValueError(f"filter_logits: top_p must be a probability in [0, 1], got {top_p!r}")
+
+
 def filter_logits(logits: torch.Tensor, temperature: float = 1.0, top_k=None, top_p=None):
     """Next-token logits ``(B, V)`` divided by ``temperature``, then only the ``top_k`` largest
     kept, then only the smallest set of most likely tokens whose probabilities reach ``top_p``
     (the token that crosses ``top_p`` is kept); the others become ``-inf``."""
-    if temperature <= 0:
-        raise ValueError(f"temperature must be > 0 (use greedy decoding for 0), got {temperature}")
+    check_sampling(temperature, top_k, top_p)
     logits = logits / temperature
     if top_k is not None:
         kth = logits.topk(min(top_k, logits.shape[-1]), dim=-1).values[..., -1:]  # (B, 1)
@@ -276,6 +287,18 @@ def cached_forward(model: GPT, tokens: torch.Tensor, cache: list, start: int) ->
     return model.head(model.final_norm(x))  # (B, T, V)
 
 
+def check_prompt_fits(model: GPT, length: int, where: str) -> None:
+    """A prompt of ``length`` tokens must leave at least one position of the model's
+    ``max_len`` for a new token (an empty prompt has nothing to continue)."""
+    if length < 1:
+        raise ValueError(f"{where}: a prompt needs at least one token (<sep> at least), got none")
+    if length >= model.config.max_len:
+        raise ValueError(f"{where}: the prompt has {length} tokens, but the model has positions "
+                         f"0..{model.config.max_len - 1} (max_len={model.config.max_len}), so "
+                         f"there is no room for a new token; shorten the prompt to at most "
+                         f"{model.config.max_len - 1} tokens")
+
+
 @torch.no_grad()
 def generate_tokens(model: GPT, prompt: torch.Tensor, max_new: int, temperature: float = 0.0,
                     top_k=None, top_p=None, generator=None, use_cache: bool = True):
@@ -284,6 +307,7 @@ def generate_tokens(model: GPT, prompt: torch.Tensor, max_new: int, temperature:
     that has written ``<eos>`` gets ``<eos>`` after it; the loop stops when every row has.
     ``use_cache``: the prompt goes through :func:`cached_forward` once (the prefill), then each
     new token alone; otherwise the whole sequence goes through the model at every step."""
+    check_prompt_fits(model, prompt.shape[-1], "generate_tokens")
     out, cache = prompt, [None] * len(model.blocks)  # the cache: one (keys, values) per block
     finished = torch.zeros(len(prompt), dtype=torch.bool, device=prompt.device)
     for _ in range(min(max_new, model.config.max_len - prompt.shape[1])):
@@ -307,6 +331,8 @@ def generate(model: GPT, prompts: list, max_new: int, temperature: float = 0.0, 
     :func:`generate_tokens` (greedy for ``temperature=0``); prompts of one length are continued
     together, as one batch. Returns the new ids of each prompt (without ``<eos>``), in order."""
     check_sizes("generate", max_new=max_new)
+    for ids in prompts:  # before any work: every prompt leaves room for a new token
+        check_prompt_fits(model, len(ids), "generate")
     by_length, results = {}, [None] * len(prompts)
     for i, ids in enumerate(prompts):
         by_length.setdefault(len(ids), []).append(i)

@@ -68,8 +68,9 @@ def apply_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
 class RotaryAttention(MultiHeadAttention):
     """Notebook 03's multi-head attention with the queries and keys rotated by their position.
 
-    ``start`` is the position of the first query (for the KV cache); keys are at
-    ``0 ... Lk - 1`` when they are the queries' own sequence, as in self-attention.
+    The keys sit at positions ``0 ... Lk - 1`` and the queries at ``start ... start + Lq - 1``:
+    ``start = 0`` for a whole sequence (self-attention), ``start = Lk - Lq`` for the last
+    ``Lq`` positions of it (new tokens over every key so far, as with a KV cache).
     """
 
     def forward(self, query, key, value, mask=None, start: int = 0):
@@ -77,7 +78,7 @@ class RotaryAttention(MultiHeadAttention):
         k = split_heads(self.w_k(key), self.num_heads)  # (B, h, Lk, d_k)
         v = split_heads(self.w_v(value), self.num_heads)
         q = apply_rope(q, rope_angles(q.shape[2], self.d_k, start=start).to(q.device))
-        k = apply_rope(k, rope_angles(k.shape[2], self.d_k, start=start).to(k.device))
+        k = apply_rope(k, rope_angles(k.shape[2], self.d_k).to(k.device))  # from position 0
         out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
         self.attention_weights = weights.detach()
         return self.w_o(merge_heads(out))  # (B, Lq, d_model)

@@ -70,13 +70,40 @@ def check_marian(config) -> None:
                          + "; ".join(differ))
 
 
-def marian_key(name: str) -> str:
+def marian_weight(state_dict: dict, key: str, shape) -> torch.Tensor:
+    """``state_dict[key]``, which must have ``shape`` (``final_logits_bias``: ``(1, V)`` for a
+    ``(V,)`` bias); a ``ValueError`` saying what is missing or what differs, never a reshape of
+    a matrix of the wrong layout."""
+    if key not in state_dict:
+        if "shared.weight" in state_dict:  # a MarianModel: the encoder-decoder without the head
+            raise ValueError("load_marian expects a MarianMTModel's state dict (keys 'model.*', "
+                             "'final_logits_bias'); this one has 'shared.weight' without "
+                             "'model.', a MarianModel's, which has no output layer")
+        raise ValueError(f"load_marian: the state dict has no {key!r} (expected a "
+                         f"MarianMTModel's state_dict())")
+    weight = state_dict[key]
+    if key == "final_logits_bias" and weight.dim() == 2 and weight.shape[0] == 1:
+        weight = weight[0]  # (1, V) -> (V,)
+    if tuple(weight.shape) != tuple(shape):
+        raise ValueError(f"load_marian: {key} has shape {tuple(weight.shape)}, but the config "
+                         f"(vocab_size, d_model, ffn dims) asks for {tuple(shape)}; are the config "
+                         f"and the state dict of the same model?")
+    return weight
+
+
+def marian_key(name: str, tied: bool = True) -> str:
     """The key of Marian's state dict that holds the course's parameter ``name``, for example
     ``decoder.layers.0.cross_attn.w_q.weight`` ->
-    ``model.decoder.layers.0.encoder_attn.q_proj.weight``."""
+    ``model.decoder.layers.0.encoder_attn.q_proj.weight``. ``tied``: one matrix is both
+    embeddings and the output projection (``config.tie_word_embeddings``, as in every opus-mt
+    model); else each is stored on its own."""
     if name == "generator.bias":
         return "final_logits_bias"  # (1, V), added to the logits
     if name.split(".")[0] in ("src_embed", "tgt_embed", "generator"):
+        if not tied:  # three matrices of their own
+            return {"src_embed.weight": "model.encoder.embed_tokens.weight",
+                    "tgt_embed.weight": "model.decoder.embed_tokens.weight",
+                    "generator.weight": "lm_head.weight"}[name]
         return "model.shared.weight"  # one matrix: both embeddings and the output projection
     decoder = name.startswith("decoder.")
     renames = {"w_q": "q_proj", "w_k": "k_proj", "w_v": "v_proj", "w_o": "out_proj",
@@ -92,13 +119,13 @@ def load_marian(config, state_dict: dict) -> Transformer:
     """The course's ``Transformer`` with the sizes, conventions and weights of a ``MarianMTModel``
     (``config``: its ``MarianConfig``; ``state_dict``: its ``state_dict()``), in eval mode."""
     check_marian(config)  # the conventions assumed below, or a clear error
+    tied = config.tie_word_embeddings  # True for opus-mt: the output projection is the embedding
     model = Transformer(
         config.vocab_size, config.vocab_size, d_model=config.d_model,
         num_heads=config.encoder_attention_heads, num_layers=config.encoder_layers,
         d_ff=config.encoder_ffn_dim, dropout=0.0, max_len=config.max_position_embeddings,
-        tie_weights=True,  # the output projection is the (shared) embedding matrix
-        activation="silu", interleaved_positions=False)  # swish; sines, then cosines
-    weights = {name: state_dict[marian_key(name)].reshape(ours.shape)  # the bias: (1, V) -> (V,)
+        tie_weights=tied, activation="silu", interleaved_positions=False)  # swish; sines, cosines
+    weights = {name: marian_weight(state_dict, marian_key(name, tied), ours.shape)
                for name, ours in model.state_dict().items()}
     model.load_state_dict(weights)  # strict: every parameter is given, each of the right shape
     return model.eval()

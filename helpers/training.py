@@ -26,6 +26,7 @@ from typing import Callable, NamedTuple, Optional
 import torch
 from tqdm.auto import tqdm
 
+from .checks import check_labels, check_sizes, labels_in_vocabulary
 from .data import PAD_ID, Vocab
 from .model import Transformer, TransformerConfig, build_model
 
@@ -44,17 +45,14 @@ def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: floa
     labels, label_smoothing=epsilon, ignore_index=ignore_index)``: ``(1 - epsilon) * (-log
     p[label]) + epsilon * mean over v of (-log p[v])``, averaged over the labels that are not
     ``ignore_index`` (padding adds nothing, not even smoothing mass)."""
-    if logits.shape[:-1] != labels.shape:
-        raise ValueError(f"expected logits (..., V) for labels (...), got logits "
-                         f"{tuple(logits.shape)} and labels {tuple(labels.shape)}")
-    if not 0.0 <= epsilon <= 1.0:
-        raise ValueError(f"epsilon must be in [0, 1], got {epsilon}")
+    check_labels(logits, labels, epsilon)  # shapes, an integer dtype, epsilon in [0, 1]
     V = logits.shape[-1]
     log_probs = logits.reshape(-1, V).log_softmax(dim=-1)  # (..., V) -> (N, V)
     labels = labels.reshape(-1)  # (...) -> (N,)
     keep = labels != ignore_index  # (N,) False on padding
     safe_labels = labels.masked_fill(~keep, 0)  # any valid index; those rows are dropped below
-    nll = -log_probs.gather(1, safe_labels[:, None]).squeeze(1)  # (N,) -log p[label]
+    with labels_in_vocabulary(safe_labels, V, ignore_index):
+        nll = -log_probs.gather(1, safe_labels[:, None].long()).squeeze(1)  # (N,) -log p[label]
     uniform = -log_probs.mean(dim=-1)  # (N,) cross-entropy with the uniform distribution
     per_token = (1.0 - epsilon) * nll + epsilon * uniform  # (N,)
     return per_token[keep].sum() / keep.sum().clamp(min=1)  # 0, not NaN, if all is padding
@@ -123,6 +121,8 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
     loss plot). The model trains in training mode (dropout on) and gets its previous mode back
     at the end. A loss of inf or NaN stops training with a ``ValueError`` naming the step.
     """
+    if max_steps is not None:
+        check_sizes("train", max_steps=max_steps)  # 0 or less would never stop an endless stream
     was_training, history = model.training, []
     model.train()
     start = time.perf_counter()
@@ -145,6 +145,9 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
     finally:
         bar.close()
         model.train(was_training)
+    if not history:  # nothing was trained: an empty data set, or an exhausted generator
+        raise ValueError("train: `batches` yielded no batch, so no step was taken (an empty "
+                         "data set, or a generator that was already used up?)")
     return history
 
 

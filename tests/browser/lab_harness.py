@@ -30,6 +30,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tests.ci import in_ci
 from tests.shortened import SHORTER, end_at_the_last_widget, shorten_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -98,7 +99,7 @@ def wait_for_install(timeout: float = INSTALL_WAIT) -> None:
 
 
 def require_browser() -> None:
-    """Skip (locally) or fail (CI=true) when Chromium or Playwright is missing."""
+    """Skip (locally) or fail (in CI: tests/ci.py) when Chromium or Playwright is missing."""
     import pytest
 
     wait_for_install()
@@ -107,8 +108,8 @@ def require_browser() -> None:
         missing += " (see .chromium-install.log for .ci/run's apt-get)"
     if missing is None:
         return
-    if os.environ.get("CI") == "true":
-        pytest.fail(f"{missing}. CI=true, so a missing browser is a failure, not a skip.",
+    if in_ci():
+        pytest.fail(f"{missing}. CI is set, so a missing browser is a failure, not a skip.",
                     pytrace=False)
     pytest.skip(missing)
 

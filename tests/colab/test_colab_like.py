@@ -44,6 +44,7 @@ import pytest
 
 from helpers.bench import execute_notebook
 from helpers.course import REPO_URL
+from tests.ci import in_ci
 from tests.shortened import shorten
 
 HERE = Path(__file__).resolve().parent
@@ -167,7 +168,7 @@ def colab_env(tmp_path_factory):
     if not build_env.up_to_date():
         message = ("the Colab-like environment is missing or out of date: build it with "
                    "`python3 tests/colab/build_env.py` (in CI, see its log .venv-colab.log)")
-        if os.environ.get("CI"):
+        if in_ci():
             pytest.fail(message)
         pytest.skip(message)
     base = tmp_path_factory.mktemp("colab")

@@ -253,10 +253,14 @@ def test_decode_skips_bos_and_pad_and_stops_at_eos():
     assert vocab.encode("le chat") == [vocab.ids["le"], UNK_ID]
 
 
-@pytest.mark.parametrize("bad", [[4, 99], [-1], [2.0]])
-def test_bad_token_id_is_a_clear_error(bad):
+@pytest.mark.parametrize("bad, kind, message", [
+    ([4, 99], ValueError, r"token id 99 is not in the vocabulary: its ids are 0\.\.5"),
+    ([-1], ValueError, r"token id -1 is not in the vocabulary: its ids are 0\.\.5"),
+    ([2.0], TypeError, r"token ids must be whole numbers \(int\), got 2\.0 \(float\)"),
+])
+def test_bad_token_id_is_a_clear_error(bad, kind, message):
     vocab = Vocab.build(["le chien"])  # ids 0..5
-    with pytest.raises(ValueError, match=r"token id .* expected an int in 0\.\.5"):
+    with pytest.raises(kind, match=message):
         vocab.decode(bad)
 
 
@@ -315,9 +319,10 @@ def test_batches_cover_an_epoch_and_repeat(corpus):
         next(batches(encoded, 0))
 
 
-def test_an_endless_loop_over_no_pairs_raises_at_once():
-    """``repeat=True`` over an empty list would spin forever without yielding."""
-    with pytest.raises(ValueError, match=r"repeat=True needs at least one pair, got 0 pairs "
+@pytest.mark.parametrize("repeat", [True, False])
+def test_no_pairs_raise_at_once(repeat):
+    """``repeat=True`` over an empty list would spin forever without yielding; one pass over
+    nothing would train on nothing without a word."""
+    with pytest.raises(ValueError, match=r"no sentence pairs to batch, got \[\] "
                                          r"\(batch_size=4\)"):
-        next(batches([], 4, repeat=True))
-    assert list(batches([], 4)) == []  # one pass over nothing: simply no batch
+        next(batches([], 4, repeat=repeat))

@@ -350,7 +350,11 @@ def test_the_cases_are_the_same_on_every_call(name):
 
 
 @pytest.mark.parametrize("name", checked(NAMES))
-def test_reference_passes(run_check, name):
+def test_a_right_answer_gets_one_line_with_the_number_of_cases(run_check, name):
+    """What a learner sees for a right answer (the reference, run again: the check compares it
+    with its own kept outcomes). The reference itself is not tested here: tests/core compares
+    each one with PyTorch's own modules, and test_the_cases_are_the_same_on_every_call that its
+    cases repeat."""
     ok, out = run_check(name, EXERCISES[name].reference)
     assert ok is True
     assert out.startswith(f"✅ {name}: correct on all {len(EXERCISES[name].cases())} test cases")
