@@ -231,6 +231,8 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
     first; tokens without BOS, ``score = sum(log p) / len(tokens) ** length_penalty``."""
     src = src[None] if src.dim() == 1 else src  # (S,) -> (1, S)
     check_beam_source(model, src, src_mask, max_len, beam_size, bos_id, eos_id)
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)):
+        raise TypeError(f"beam_search: length_penalty must be a number, got {length_penalty!r}")
     finished = []  # (tokens, score) of the hypotheses that ended
     with eval_mode(model):
         memory = model.encode(src, src_mask)  # (1, S, d_model)

@@ -247,6 +247,7 @@ def sample_next(logits: torch.Tensor, temperature: float = 0.0, top_k=None, top_
     """The next token of each row of ``logits (B, V)`` -> ``(B,)``: the most likely one for
     ``temperature=0`` (greedy), else one drawn with ``generator`` after :func:`filter_logits`."""
     if temperature == 0:
+        check_sampling(1.0, top_k, top_p)  # unused by greedy decoding, but still settings
         return logits.argmax(dim=-1)
     probs = filter_logits(logits, temperature, top_k, top_p).softmax(dim=-1)  # (B, V)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
@@ -331,6 +332,8 @@ def generate(model: GPT, prompts: list, max_new: int, temperature: float = 0.0, 
     :func:`generate_tokens` (greedy for ``temperature=0``); prompts of one length are continued
     together, as one batch. Returns the new ids of each prompt (without ``<eos>``), in order."""
     check_sizes("generate", max_new=max_new)
+    if torch.is_tensor(prompts):  # (B, P) ids: a list of P ids per prompt
+        prompts = prompts.tolist()
     for ids in prompts:  # before any work: every prompt leaves room for a new token
         check_prompt_fits(model, len(ids), "generate")
     by_length, results = {}, [None] * len(prompts)

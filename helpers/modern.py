@@ -13,6 +13,7 @@ import torch
 from torch import nn
 
 from .attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
+from .checks import check_sizes
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
@@ -27,6 +28,7 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d_model: int, eps: float = 1e-6):
         super().__init__()
+        check_sizes("RMSNorm", d_model=d_model)
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d_model))
 
@@ -51,14 +53,26 @@ class SwiGLU(nn.Module):
 def rope_angles(length: int, d_k: int, base: float = 10000.0, start: int = 0) -> torch.Tensor:
     """``(length, d_k / 2)`` angles ``p * base^(-2i/d_k)`` of positions ``start ...``: notebook
     02's frequencies, one per pair of features ``(2i, 2i + 1)``."""
+    check_sizes("rope_angles", length=length, d_k=d_k)
+    if d_k % 2:
+        raise ValueError(f"rope_angles: d_k must be even (features are rotated in pairs), got {d_k}")
     freqs = base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)  # (d_k / 2,)
     positions = torch.arange(start, start + length, dtype=torch.float32)  # (length,)
     return positions[:, None] * freqs[None, :]
 
 
+def check_rope(x: torch.Tensor, angles: torch.Tensor) -> None:
+    """:func:`apply_rope`'s inputs: ``x (..., L, d_k)`` with an even ``d_k``, and one row of
+    ``d_k / 2`` angles for each of its ``L`` positions."""
+    if x.dim() < 2 or x.shape[-1] % 2 or angles.shape != (x.shape[-2], x.shape[-1] // 2):
+        raise ValueError(f"apply_rope expects x (..., L, d_k) with an even d_k and angles "
+                         f"(L, d_k / 2); got x {tuple(x.shape)} and angles {tuple(angles.shape)}")
+
+
 def apply_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
     """Rotate each feature pair ``(x[2i], x[2i+1])`` of ``x (..., L, d_k)`` by its angle
     (``angles (L, d_k / 2)``). Then ``rope(q, p) . rope(k, p')`` depends on ``p - p'`` only."""
+    check_rope(x, angles)
     cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d_k / 2) each: the two halves of each pair
     rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)

@@ -48,7 +48,6 @@ SHORTER: dict[str, list[tuple[str, str]]] = {
          "model.load_state_dict(load_translator(device=device).model.state_dict())\n"
          "model.eval()  # dropout off from here on"),
         _drop("assert floor < sum(history[-25:]) / 25 < 1.3"),
-        _drop("assert 0 < len(failures) < 50"),
     ],
     # Beam search on 100 test sentences and 600 negated ones (about 15 s); 20 and 150 (the first
     # sentence that beam search repairs is among them).
@@ -68,9 +67,13 @@ SHORTER: dict[str, list[tuple[str, str]]] = {
     # Two 200-step trainings (about 25 s); 20 steps each.
     "12_decoder_only": [
         ("BUDGET = dict(steps=200, batch_size=64)", "BUDGET = dict(steps=20, batch_size=64)"),
-        _drop('assert scores["decoder-only (GPT)"][1] > 50 and scores["encoder-decoder"][1] > 50'),
-        _drop("assert shares[1] > 0.8"),
-        _drop('assert {vocab.tokens[i] for i in top.indices[:2].tolist()} == {"noirs", "noires"}'),
+        _drop('assert scores["decoder-only (GPT)"][1] > 40  # sweep: 12.gpt_exact_match'),
+        _drop('assert scores["encoder-decoder"][1] > 40  # sweep: 12.ed_exact_match'),
+        _drop("assert shares[1] > 0.7  # sweep: 12.attention_share"),
+        _drop('assert {vocab.tokens[i] for i in top.indices[:2].tolist()} == {"noirs", "noires"}'
+              '  # sweep: 12.black_rabbits_top2'),
+        _drop('assert falls and matches["T = 1.5, top-k 3"] > ordered[-1] + 5'
+              '  # sweep: 12.sampling_order'),
     ],
     # Three trainings of 100 steps (torchrun's, one process, one in two pieces); 30 steps each.
     "13_scaling_up": [

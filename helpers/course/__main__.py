@@ -7,7 +7,8 @@ from .tools import execute_in_place, retrain_asset, write_assets
 USAGE = ("usage: python -m helpers.course --write-assets\n"
          "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]\n"
          "       python -m helpers.course --retrain-asset [translator|negation] [PATH]"
-         "   (two torch threads)")
+         "   (two torch threads)\n"
+         "       python -m helpers.course --sweep [--jobs N]   (assets/sweep.json)")
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-assets"]:
@@ -23,6 +24,14 @@ if __name__ == "__main__":
 
         torch.set_num_threads(2)
         print(f"saved: {retrain_asset(*sys.argv[2:])}")
+    elif sys.argv[1:2] == ["--sweep"] and sys.argv[2:] in ([], ["--jobs", "1"], ["--jobs", "2"]):
+        from .sweep import sweep
+
+        summary = sweep(jobs=int(sys.argv[3]) if sys.argv[2:] else 2)
+        for name, row in summary["metrics"].items():
+            print(f"{name:28s} min {row['min']:8.3f}  median {row['median']:8.3f}  "
+                  f"max {row['max']:8.3f}")
+        print(f"{len(summary['runs'])} runs in {summary['minutes']} minutes")
     else:
         print(USAGE)
         sys.exit(2)

@@ -8,6 +8,7 @@ every word and every word form does appear in training.
 import random
 from dataclasses import dataclass
 
+from ..checks import check_sizes
 from ..data import Vocab
 from .lexicon import (
     ADJECTIVES,
@@ -61,6 +62,7 @@ def _sample_split(rng, size, keep, seen, negation=0.0) -> list:
 def make_corpus(seed: int = 0, num_train: int = 20000, num_valid: int = 500,
                 num_test: int = 1000, negation: float = 0.0) -> Corpus:
     """The course's corpus, the same for the same arguments (no sentence is in two splits)."""
+    check_sizes("make_corpus", num_train=num_train, num_valid=num_valid, num_test=num_test)
     rng = random.Random(seed)
     held_out = choose_held_out_pairs(rng)
     held_out_set = set(held_out)

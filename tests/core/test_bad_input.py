@@ -792,3 +792,41 @@ def test_vocab_decode_takes_numpy_ids_and_names_what_is_wrong():
 def test_gpt_names_token_ids_outside_its_vocabulary(tiny_gpt):
     clear_error(lambda: tiny_gpt(torch.tensor([[3, 20]])), "from 3 to 20", "ids 0..11",
                 kind=ValueError)
+
+
+@pytest.mark.parametrize("call, shown", [
+    (lambda: make_corpus(num_train=0), "num_train must be at least 1, got 0"),
+    (lambda: make_corpus(num_test=-5), "num_test must be at least 1, got -5"),
+])
+def test_make_corpus_refuses_empty_splits(call, shown):
+    clear_error(call, shown)
+
+
+def test_rotary_pieces_name_their_shapes():
+    from helpers.modern import RMSNorm, apply_rope, rope_angles
+
+    clear_error(lambda: rope_angles(5, 7), "d_k must be even", "7", kind=ValueError)
+    clear_error(lambda: apply_rope(torch.randn(1, 5, 8), rope_angles(4, 8)), "(1, 5, 8)", "(4, 4)",
+                kind=ValueError)
+    clear_error(lambda: apply_rope(torch.randn(1, 5, 7), rope_angles(5, 8)), "even d_k",
+                kind=ValueError)
+    clear_error(lambda: RMSNorm(0), "d_model must be at least 1", kind=ValueError)
+
+
+def test_greedy_sampling_still_checks_its_filters():
+    from helpers.gpt import sample_next
+
+    clear_error(lambda: sample_next(torch.randn(1, 5), 0.0, top_p=2.0), "top_p", "2.0")
+
+
+def test_beam_search_names_a_length_penalty_that_is_not_a_number(tiny_model):
+    clear_error(lambda: beam_search(tiny_model(), torch.randint(3, 12, (1, 4)), 2, 5, BOS, EOS,
+                                    length_penalty="0.6"), "length_penalty", "'0.6'",
+                kind=TypeError)
+
+
+def test_generate_takes_a_tensor_of_prompts(tiny_gpt):
+    from helpers.gpt import generate
+
+    prompts = torch.tensor([[4, 5, 6], [7, 8, 9]])
+    assert generate(tiny_gpt, prompts, 3) == generate(tiny_gpt, prompts.tolist(), 3)

@@ -1,0 +1,204 @@
+"""The sweep: every trained-model result that a notebook asserts or quotes, retrained under the
+CPUs, thread counts and seeds of learners' machines (``python -m helpers.course --sweep``).
+
+A learner's CPU, thread count and BLAS add floating-point numbers in another order, and training
+amplifies those last bits: a model trained on another machine ends slightly elsewhere. PyTorch's
+own switches reproduce that spread on one machine: ``ATEN_CPU_CAPABILITY`` picks the kernels of
+an older instruction set (``default``: none of the vector ones; ``avx2``), ``MKL_CBWR`` fixes
+MKL's code path (``COMPATIBLE``, ``AVX2``), and the thread count splits the sums. Each run of
+:data:`RUNS` is a fresh Python process with its switches set before torch is imported; it trains
+what notebooks 09 and 12 train, exactly as they do, and reports :data:`METRICS`.
+
+``assets/sweep.json`` keeps, for each metric, its minimum, median and maximum over the runs,
+with the switches and seeds of every run; ``tests/notebooks/test_claims.py`` checks that every
+threshold a notebook asserts (a line marked ``# sweep: <metric>``) lies inside the measured range
+with a margin, and that every range the prose quotes (``<!-- sweep: <metric> -->``) agrees.
+
+    python -m helpers.course --sweep            # every run of RUNS, two at a time
+    python -m helpers.course --sweep --jobs 1   # one at a time (fewer cores)
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SWEEP_PATH = ROOT / "assets" / "sweep.json"
+
+# The runs: the CPUs a learner may have (emulated), one and two torch threads, and three seeds
+# (the notebooks use seed 0; seeds 1 and 2 show how far one run is from another).
+RUNS = [
+    {"switches": {}, "threads": 1, "seed": 0},
+    {"switches": {}, "threads": 2, "seed": 0},
+    {"switches": {"ATEN_CPU_CAPABILITY": "default"}, "threads": 1, "seed": 0},
+    {"switches": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, "threads": 2,
+     "seed": 0},
+    {"switches": {"ATEN_CPU_CAPABILITY": "avx2"}, "threads": 2, "seed": 0},
+    {"switches": {"MKL_CBWR": "COMPATIBLE"}, "threads": 1, "seed": 0},
+    {"switches": {"MKL_CBWR": "AVX2"}, "threads": 1, "seed": 0},
+    {"switches": {}, "threads": 1, "seed": 1},
+    {"switches": {}, "threads": 1, "seed": 2},
+]
+
+# metric -> what it measures (the notebook cell that asserts or quotes it)
+METRICS = {
+    "09.test_exact_match": "notebook 09: % of the test split translated exactly (350 steps)",
+    "09.test_bleu": "notebook 09: BLEU on the test split",
+    "09.valid_exact_match": "notebook 09: % of the validation split translated exactly",
+    "09.sample_correct": "notebook 09: of the five sample translations, how many are exact",
+    "09.t1_loss_gap": "notebook 09, pitfall T1: loss with the shift minus loss without it",
+    "12.gpt_exact_match": "notebook 12: the decoder-only model's test exact match (200 steps)",
+    "12.ed_exact_match": "notebook 12: the encoder-decoder's test exact match (200 steps)",
+    "12.attention_share": "notebook 12: block 2's attention on the English words",
+    "12.black_rabbits_top2": "notebook 12: 1 if 'noirs' and 'noires' are the two likeliest words",
+    "12.sampling_order": "notebook 12: 1 if exact match falls as the temperature rises (greedy, "
+                         "0.5, 1, 1.5) and top-k 3 recovers over 5 points at 1.5",
+}
+
+
+def _notebook_09(seed: int) -> dict:
+    """Notebook 09's training (350 steps of 128 pairs) and its scores; pitfall T1's two runs."""
+    from functools import partial
+
+    from helpers.data import PAD_ID, batches, encode_pairs
+    from helpers.model import TransformerConfig, build_model
+    from helpers.training import label_smoothed_nll, make_optimizer, train, translation_loss
+    from helpers.translation import (CORPUS_ARGS, bleu, exact_match, make_corpus, train_translator,
+                                     translate)
+    from helpers.utils import set_seed
+
+    corpus = make_corpus(**CORPUS_ARGS)
+    src, tgt = corpus.src_vocab, corpus.tgt_vocab
+    model, _ = train_translator(corpus, steps=350, batch_size=128, warmup=200, seed=seed,
+                                progress=False)
+    test = translate(model, [en for en, _ in corpus.test], src, tgt)
+    valid = translate(model, [en for en, _ in corpus.valid], src, tgt)
+    references = [fr for _, fr in corpus.test]
+    samples = corpus.test[:5]
+    sample_guesses = translate(model, [en for en, _ in samples], src, tgt)
+
+    encoded = encode_pairs(corpus.train, src, tgt)
+    loss_fn = partial(translation_loss, label_smoothing=0.1)
+
+    def tiny_run(shift, steps=60):  # notebook 09's pitfall T1, as the notebook runs it
+        set_seed(seed)
+        tiny = build_model(TransformerConfig(32, 2, 1, 64, dropout=0.0), len(src), len(tgt))
+        opt, sched = make_optimizer(tiny, 32, warmup=20)
+
+        def leaky_loss(m, b):
+            return label_smoothed_nll(m(b.src, b.tgt_out, b.src_mask, b.tgt_mask), b.tgt_out,
+                                      0.1, PAD_ID)
+
+        losses = train(tiny, batches(encoded, 64, seed=1, repeat=True),
+                       loss_fn if shift else leaky_loss, opt, sched, max_steps=steps,
+                       progress=False)
+        return sum(losses[-10:]) / 10
+
+    return {"09.test_exact_match": exact_match(test, references),
+            "09.test_bleu": bleu(test, references),
+            "09.valid_exact_match": exact_match(valid, [fr for _, fr in corpus.valid]),
+            "09.sample_correct": sum(guess == fr for guess, (_, fr)
+                                     in zip(sample_guesses, samples, strict=True)),
+            "09.t1_loss_gap": tiny_run(True) - tiny_run(False)}
+
+
+def _notebook_12(seed: int) -> dict:
+    """Notebook 12's equal budget (200 steps of 64 pairs, no dropout) for both models, and the
+    two cells that read the trained decoder-only model."""
+    import torch
+
+    from helpers.gpt import GPTConfig, continue_translations, generate, prompt_ids, train_gpt
+    from helpers.model import TransformerConfig
+    from helpers.translation import (CORPUS_ARGS, exact_match, make_corpus, train_translator,
+                                     translate)
+
+    corpus = make_corpus(**CORPUS_ARGS)
+    budget = dict(steps=200, batch_size=64, seed=seed, progress=False)
+    gpt, vocab, _ = train_gpt(corpus, GPTConfig(dropout=0.0), **budget)
+    encoder_decoder, _ = train_translator(corpus, replace(TransformerConfig.small(), dropout=0.0),
+                                          **budget)
+    english, french = [en for en, _ in corpus.test], [fr for _, fr in corpus.test]
+    import warnings
+
+    with warnings.catch_warnings():  # translate names the sentences cut at max_len
+        warnings.simplefilter("ignore")
+        ed = exact_match(translate(encoder_decoder, english, corpus.src_vocab,
+                                   corpus.tgt_vocab), french)
+    prompt = prompt_ids(["my blue baskets are dirty"], vocab)[0]
+    sequence = prompt + generate(gpt, [prompt], 20)[0]
+    with torch.no_grad():
+        gpt(torch.tensor([sequence]))
+    sep = len(prompt) - 1
+    share = gpt.blocks[1].self_attn.attention_weights[0].mean(dim=0)[sep:, 1:sep].sum(-1).mean()
+    so_far = prompt_ids(["these black rabbits love these birds"], vocab)[0] + [
+        vocab.ids["ces"], vocab.ids["lapins"]]
+    with torch.no_grad():
+        top2 = gpt(torch.tensor([so_far]))[0, -1].topk(2).indices.tolist()
+    subset = corpus.test[:100]  # the sampling table: 5 samples of 100 sentences
+    prompts = prompt_ids([en for en, _ in subset], vocab) * 5
+    settings = [{}, {"temperature": 0.5}, {"temperature": 1.0}, {"temperature": 1.5},
+                {"temperature": 1.5, "top_k": 3}]
+    matches = [exact_match([vocab.decode(ids) for ids in generate(
+        gpt, prompts, 20, generator=torch.Generator().manual_seed(0), **options)],
+        [fr for _, fr in subset] * 5) for options in settings]
+    ordered = matches[0] >= matches[1] > matches[2] > matches[3] and matches[4] > matches[3] + 5
+    return {"12.gpt_exact_match": exact_match(continue_translations(gpt, english, vocab), french),
+            "12.sampling_order": float(ordered),
+            "12.ed_exact_match": ed,
+            "12.attention_share": share.item(),
+            "12.black_rabbits_top2": float({vocab.tokens[i] for i in top2} == {"noirs", "noires"})}
+
+
+def run_one(threads: int, seed: int) -> dict:
+    """Every metric of this process (its switches were set before torch was imported)."""
+    import torch
+
+    torch.set_num_threads(threads)
+    return {**_notebook_09(seed), **_notebook_12(seed)}
+
+
+def _start(run: dict) -> dict:
+    """One run of :data:`RUNS` in a fresh process; its metrics and its time."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")}
+    env.update(run["switches"], OMP_NUM_THREADS=str(run["threads"]), PYTHONHASHSEED="0")
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "helpers.course.sweep", "--one",
+                           json.dumps(run)], cwd=ROOT, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"sweep run {run} failed:\n{done.stderr[-3000:]}")
+    metrics = json.loads(done.stdout.strip().splitlines()[-1])
+    print(f"{run}: {time.perf_counter() - start:.0f} s", flush=True)
+    return {**run, "metrics": metrics, "seconds": round(time.perf_counter() - start, 1)}
+
+
+def summarise(results: list) -> dict:
+    """``{metric: {"min", "median", "max", "description"}}`` over the runs' results."""
+    return {name: {"min": min(values), "median": statistics.median(values), "max": max(values),
+                   "description": METRICS[name]}
+            for name in METRICS
+            for values in [[r["metrics"][name] for r in results]]}
+
+
+def sweep(runs=RUNS, jobs: int = 2, path: Path = SWEEP_PATH) -> dict:
+    """Every run of ``runs`` (``jobs`` at a time), summarised and written to ``path``."""
+    start = time.perf_counter()
+    with ThreadPoolExecutor(jobs) as pool:
+        results = list(pool.map(_start, runs))
+    summary = {"metrics": summarise(results), "runs": results,
+               "minutes": round((time.perf_counter() - start) / 60, 1),
+               "machine": {"cpu_count": os.cpu_count(), "jobs": jobs}}
+    path.write_text(json.dumps(summary, indent=1) + "\n")
+    return summary
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--one"]:
+        run = json.loads(sys.argv[2])
+        print(json.dumps(run_one(run["threads"], run["seed"])))
