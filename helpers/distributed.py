@@ -31,13 +31,15 @@ import json
 import math
 import multiprocessing
 import os
-import socket
+import signal
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from multiprocessing import forkserver
+import traceback
+from datetime import timedelta
+from multiprocessing import connection, forkserver
 from pathlib import Path
 
 import torch
@@ -58,6 +60,12 @@ from .utils import set_seed
 
 LAUNCH = "torchrun --standalone --nproc_per_node 2 -m helpers.distributed"
 EXAMPLE = "--steps 50 --batch-size 64"
+
+# Time limits, in seconds. PyTorch's own are 30 minutes for a collective and none for the
+# processes: a rank that waits for one that never comes would hold a notebook that long.
+GROUP_TIMEOUT = 60  # a rank waits this long for the others: at the rendezvous, in a collective
+SPAWN_TIMEOUT = 600  # spawn waits this long for all its processes (a whole training run)
+STOP_GRACE = 3  # a rank being stopped gets this long to end on SIGTERM, before SIGKILL
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -120,11 +128,12 @@ def micro_batches(dataset, rank: int, world_size: int, per_rank: int, seed: int 
 
 @contextlib.contextmanager
 def process_group(rank: int, world_size: int, backend: str = "gloo"):
-    """Join the default process group (``MASTER_ADDR``/``MASTER_PORT`` from the environment)
-    when ``world_size > 1`` and none exists yet; leave it at the end if it was joined here."""
+    """Join the default process group at ``MASTER_ADDR:MASTER_PORT`` (each wait: ``GROUP_TIMEOUT`` s
+    at most) when ``world_size > 1`` and none exists yet; leave it at the end if joined here."""
     joined = world_size > 1 and not dist.is_initialized()
     if joined:
-        dist.init_process_group(backend, rank=rank, world_size=world_size)
+        dist.init_process_group(backend, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=GROUP_TIMEOUT))
     try:
         yield
     finally:
@@ -265,6 +274,7 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
     the median step time, the first step left out) and the sizes. Rank 0 prints a short log
     and, with ``args.log_json``, writes the history there as JSON."""
     per_piece = micro_batch_size(args.batch_size, world_size, args.accumulate)
+    check_sizes("helpers.distributed", steps=args.steps)  # no step: nothing to measure
     show = rank == 0 and args.print_every > 0
     with process_group(rank, world_size, args.backend):
         model, optimizer, scheduler, data, device = _setup(rank, world_size, args)
@@ -310,18 +320,44 @@ def _run_job(rank, world_size, job, args):
     return job(rank, world_size, args)
 
 
-def _rank_main(rank, world_size, port, job, args, path, pairs, environ):
+def _rank_main(rank, world_size, port, group_timeout, job, args, path, pairs, environ):
+    """One rank of :func:`spawn`. It writes to the parent's store what it is doing and, if it
+    fails, its whole traceback (for the parent's error messages), and meets the other ranks
+    there: :func:`_run_jobs`. Rank 0 saves the result to ``path``."""
     os.environ.clear()  # the parent's environment as it is now, not the fork server's
-    os.environ.update(environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    os.environ.update(environ)
     _PAIRS.update(pairs)  # the corpora the parent process built already
-    if isinstance(args, list):  # one process group for all the jobs (each would join its own)
-        with process_group(rank, world_size, args[0].backend):
-            result = [_run_job(rank, world_size, job, a) for a in args]
-    else:
-        result = _run_job(rank, world_size, job, args)
-    if rank == 0:
-        torch.save(result, path)
+    store = dist.TCPStore(RENDEZVOUS_HOST, port, is_master=False,
+                          timeout=timedelta(seconds=group_timeout))
+    try:
+        result = _run_jobs(rank, world_size, store, group_timeout, job, args)
+        if rank == 0:
+            torch.save(result, path)
+    except Exception:
+        store.set(f"error/{rank}", traceback.format_exc())
+        store.get(f"error/{rank}")  # a round trip: the store has it before this process ends
+        sys.exit(1)  # the parent stops the other ranks and raises this error
+    store.set(f"stage/{rank}", "finished")
     _skip_final_collection()
+
+
+def _run_jobs(rank, world_size, store, group_timeout, job, args):
+    """Join the process group at the parent's ``store`` (when ``world_size > 1``), then run
+    ``job`` once for each of ``args``, all in that group (a job's :func:`process_group` finds
+    it joined already)."""
+    jobs = args if isinstance(args, list) else [args]
+    if world_size > 1:
+        store.set(f"stage/{rank}", "joining the process group")
+        dist.init_process_group(getattr(jobs[0], "backend", "gloo"), store=store, rank=rank,
+                                world_size=world_size, timeout=timedelta(seconds=group_timeout))
+    results = []
+    for i, job_args in enumerate(jobs, 1):
+        store.set(f"stage/{rank}", f"running {getattr(job, '__name__', 'the job')}"
+                  + (f" (job {i} of {len(jobs)})" if len(jobs) > 1 else ""))
+        results.append(_run_job(rank, world_size, job, job_args))
+    if world_size > 1:
+        dist.destroy_process_group()
+    return results if isinstance(args, list) else results[0]
 
 
 def _skip_final_collection():
@@ -361,21 +397,111 @@ def start_method() -> str:
     return "forkserver" if _read_at_start() == _server_environ else "spawn"
 
 
-def spawn(world_size: int, args, job=train_distributed):
+RENDEZVOUS_HOST = "127.0.0.1"  # spawn's ranks all run on this machine
+# How gloo words the error of a rank that waited in a collective for a rank that never came
+# (group_timeout) or that has ended
+GLOO_WAITED = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer")
+
+
+def spawn(world_size: int, args, job=train_distributed, timeout: float = SPAWN_TIMEOUT,
+          group_timeout: float = GROUP_TIMEOUT):
     """``job(rank, world_size, args)`` in ``world_size`` new processes on this machine (what
     torchrun does, from Python or a notebook); returns rank 0's result. The processes are forked
     from a fork server (:func:`start_method`) that imported torch once: the first call waits a few
     seconds for it, later ones start in a fraction of a second. ``args`` may be a list: then the
     same processes run ``job`` once for each, in order, in one process group, and rank 0's
-    results come back as a list."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # free now, the rendezvous of the new processes
+    results come back as a list.
+
+    The ranks meet at a rendezvous of their own: a ``TCPStore`` that this process opens on a
+    port the system picks, and holds until the end, so that no other job (another notebook, a
+    test, torchrun) can meet there. Time limits: a rank waits at most ``group_timeout`` seconds
+    for the others (at the rendezvous, in every collective), and this process waits at most
+    ``timeout`` seconds for all of them. A rank that raises stops them all with a RuntimeError
+    that holds its whole traceback; a rank still running at the deadline, with a TimeoutError
+    that says where each rank was. Either way no process is left running."""
+    check_sizes("spawn", world_size=world_size)
+    for name, limit in (("timeout", timeout), ("group_timeout", group_timeout)):
+        if (isinstance(limit, bool) or not isinstance(limit, (int, float))
+                or not 0 < limit < math.inf):
+            raise ValueError(f"spawn: {name} must be a finite number of seconds > 0, "
+                             f"got {limit!r}")
+    # Port 0: the system picks a free port, and the store keeps it open while the ranks join.
+    store = dist.TCPStore(RENDEZVOUS_HOST, 0, is_master=True, wait_for_workers=False,
+                          timeout=timedelta(seconds=group_timeout))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "result.pt"
-        mp.start_processes(_rank_main, nprocs=world_size, start_method=start_method(),
-                           args=(world_size, port, job, args, path, dict(_PAIRS), dict(os.environ)))
+        ranks = mp.start_processes(
+            _rank_main, nprocs=world_size, start_method=start_method(), join=False,
+            args=(world_size, store.port, group_timeout, job, args, path, dict(_PAIRS),
+                  dict(os.environ)))
+        _wait(ranks.processes, store, timeout)
         return torch.load(path, weights_only=False)
+
+
+def _wait(processes, store, timeout: float) -> None:
+    """Wait until spawn's ``processes`` have all ended well, at most ``timeout`` seconds. A rank
+    that fails, or the deadline, stops them all (:func:`_stop`) and raises: which rank, where
+    each rank was (what it wrote to ``store``), what to look for, and a failed rank's error."""
+    world_size = len(processes)
+
+    def read(key):  # what a rank wrote to the store in _rank_main, or None
+        return store.get(key).decode() if store.check([key]) else None
+
+    def where():
+        return "; ".join(f"rank {r}: {read(f'stage/{r}') or 'starting'}"
+                         for r in range(world_size))
+
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            failed = [r for r, p in enumerate(processes) if p.exitcode]  # None: running
+            if failed:
+                break
+            running = [p.sentinel for p in processes if p.exitcode is None]
+            if not running:
+                return  # all ended well
+            if time.monotonic() >= deadline:
+                late = [str(r) for r, p in enumerate(processes) if p.exitcode is None]
+                raise TimeoutError(
+                    f"spawn: rank{'s' * (len(late) > 1)} {', '.join(late)} of {world_size} "
+                    f"did not finish within {timeout:g} s ({where()}); all its processes were "
+                    "stopped. A rank stalls when it waits for a step that the others never "
+                    "take (a collective called by some ranks only, an endless loop); a slow "
+                    "but correct job needs a longer limit: spawn(..., timeout=seconds).")
+            connection.wait(running, timeout=max(0.0, deadline - time.monotonic()))
+    finally:
+        _stop(processes)
+    # The error to show: a rank's own, before that of a rank that only waited for it in a
+    # collective (the first to fail is not always the cause: a rank whose partner failed
+    # fails too, at once).
+    errors = {r: read(f"error/{r}") for r in range(world_size) if read(f"error/{r}")}
+    own = [r for r, error in errors.items() if not any(w in error for w in GLOO_WAITED)]
+    rank = (own or list(errors) or failed)[0]
+    if rank not in errors:  # it ended without raising: killed, or sys.exit / os._exit
+        code = processes[rank].exitcode
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        raise RuntimeError(f"spawn: rank {rank} of {world_size} ended with {how} ({where()}); "
+                           "all its processes were stopped. Look for sys.exit or os._exit in "
+                           "the job, or for the system running out of memory.")
+    raise RuntimeError(
+        f"spawn: rank {rank} of {world_size} raised an error ({where()}); all its processes "
+        "were stopped." + ("" if rank in own else " It waited in a collective that another "
+                           "rank did not join (within group_timeout, or before it ended): "
+                           "every rank must make the same collective calls, in the same order.")
+        + f" Its error:\n{errors[rank]}")
+
+
+def _stop(processes) -> None:
+    """End the processes still running: SIGTERM, then SIGKILL for one that ignores it."""
+    for process in processes:
+        if process.is_alive():
+            process.terminate()
+    end = time.monotonic() + STOP_GRACE
+    for process in processes:
+        process.join(max(0.0, end - time.monotonic()))
+        if process.is_alive():
+            process.kill()
+            process.join()
 
 
 def torchrun_command(nproc: int, *options) -> list:

@@ -55,7 +55,7 @@ def rope_angles(length: int, d_k: int, base: float = 10000.0, start: int = 0) ->
     02's frequencies, one per pair of features ``(2i, 2i + 1)``."""
     check_sizes("rope_angles", length=length, d_k=d_k)
     if d_k % 2:
-        raise ValueError(f"rope_angles: d_k must be even (features are rotated in pairs), got {d_k}")
+        raise ValueError(f"rope_angles: d_k must be even (features rotate in pairs), got {d_k}")
     freqs = base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)  # (d_k / 2,)
     positions = torch.arange(start, start + length, dtype=torch.float32)  # (length,)
     return positions[:, None] * freqs[None, :]

@@ -67,9 +67,9 @@ SHORTER: dict[str, list[tuple[str, str]]] = {
     # Two 200-step trainings (about 25 s); 20 steps each.
     "12_decoder_only": [
         ("BUDGET = dict(steps=200, batch_size=64)", "BUDGET = dict(steps=20, batch_size=64)"),
-        _drop('assert scores["decoder-only (GPT)"][1] > 40  # sweep: 12.gpt_exact_match'),
-        _drop('assert scores["encoder-decoder"][1] > 40  # sweep: 12.ed_exact_match'),
-        _drop("assert shares[1] > 0.7  # sweep: 12.attention_share"),
+        _drop('assert scores["decoder-only (GPT)"][1] > 25  # sweep: 12.gpt_exact_match'),
+        _drop('assert scores["encoder-decoder"][1] > 25  # sweep: 12.ed_exact_match'),
+        _drop("assert shares[1] > 0.5  # sweep: 12.attention_share"),
         _drop('assert {vocab.tokens[i] for i in top.indices[:2].tolist()} == {"noirs", "noires"}'
               '  # sweep: 12.black_rabbits_top2'),
         _drop('assert falls and matches["T = 1.5, top-k 3"] > ordered[-1] + 5'

@@ -10,14 +10,15 @@ import inspect
 import sys
 import tempfile
 import textwrap
+import traceback
 from argparse import Namespace
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+from torch.distributed import distributed_c10d
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from ..data import PAD_ID, make_batch
@@ -51,7 +52,10 @@ def _rank_loss_cases(gen: torch.Generator) -> list:
 KINDS = {"transformer": "a small Transformer, 4 sentence pairs of its own on each rank",
          "frozen": "the same with its source embedding frozen (its .grad stays None)",
          "mlp": "a 2-layer MLP, 3 examples on rank 0 and 5 on rank 1"}
-COLLECTIVE_TIMEOUT = 20  # seconds a rank waits in a collective that the other never joins
+# Time limits of the check, in seconds (the exercise's time_limit, 120 s, is longer: these end
+# first, with a clearer message, and stop the processes). A correct answer takes 1-5 s.
+COLLECTIVE_TIMEOUT = 30  # a rank waits this long in a collective that the other never joins
+CHECK_TIMEOUT = 90  # the check waits this long for its two processes, then stops them
 
 
 def ddp_all_reduce(model) -> None:
@@ -101,14 +105,17 @@ def _gradients(model) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Failure:
-    """What an answer raised in a process, sent back to be raised again in the notebook's."""
+    """What an answer raised in a process, sent back to be raised again in the notebook's;
+    ``collective``: the ``torch.distributed`` call it came out of (``"all_reduce"``, ...), if
+    any: there a rank raises when the other never joins it (:func:`_error`)."""
 
     kind: str
     message: str
+    collective: str | None = None
 
     def error(self) -> BaseException:
         kind = getattr(builtins, self.kind, None)  # ValueError, NameError, ...: the same again
-        if isinstance(kind, type) and issubclass(kind, Exception):
+        if isinstance(kind, type) and issubclass(kind, (Exception, SystemExit)):
             return kind(self.message)
         return RuntimeError(f"{self.kind}: {self.message}")
 
@@ -142,15 +149,21 @@ def _restore(portable):
     return namespace[name]
 
 
+def _collective(error: BaseException) -> str | None:
+    """The ``torch.distributed`` function that ``error`` was raised in, if any."""
+    names = [frame.f_code.co_name for frame, _ in traceback.walk_tb(error.__traceback__)
+             if frame.f_code.co_filename == distributed_c10d.__file__]
+    public = [name for name in names if not name.startswith("_") and name != "wrapper"]
+    return public[0] if public else None
+
+
 def _gradients_job(rank: int, world_size: int, args) -> None:
-    """In each process: with ``args.ddp``, every model of ``args.kinds`` takes one step under
-    DDP; then once per function of ``args.functions`` without DDP (the function called after
-    ``backward``); the gradients, or what a function raised, go to ``args.folder/rank<r>.pt``
-    (a file each, so that an answer that leaves the other rank waiting cannot hide the
-    results). A learner's answer alone runs without DDP: the reference's gradients are kept
-    from the first check."""
-    dist.init_process_group("gloo", rank=rank, world_size=world_size,
-                            timeout=timedelta(seconds=COLLECTIVE_TIMEOUT))
+    """In each process (in the process group that :func:`helpers.distributed.spawn` joined):
+    with ``args.ddp``, every model of ``args.kinds`` takes one step under DDP; then once per
+    function of ``args.functions`` without DDP (the function called after ``backward``); the
+    gradients, or what a function raised, go to ``args.folder/rank<r>.pt`` (a file each, so
+    that an answer that leaves the other rank waiting cannot hide the results). A learner's
+    answer alone runs without DDP: the reference's gradients are kept from the first check."""
     results = {}
     try:
         for kind in args.kinds if args.ddp else ():
@@ -165,13 +178,12 @@ def _gradients_job(rank: int, world_size: int, args) -> None:
                 try:
                     _restore(portable)(model)
                     results[kind, key] = _gradients(model)
-                except Exception as error:  # noqa: BLE001 (sent back as it is)
-                    results.update({(k, key): Failure(type(error).__name__, str(error))
-                                    for k in args.kinds})
+                except (Exception, SystemExit) as error:  # noqa: BLE001 (sent back as it is)
+                    failure = Failure(type(error).__name__, str(error), _collective(error))
+                    results.update({(k, key): failure for k in args.kinds})
                     break  # the other rank may be waiting in a collective: not another one
     finally:
         torch.save(results, Path(args.folder) / f"rank{rank}.pt")
-        dist.destroy_process_group()
 
 
 _KNOWN = {}  # function -> its results in both processes: the reference's and the variants'
@@ -182,27 +194,71 @@ def _key(fn) -> str:
 
 
 def _run(functions: dict) -> list:
-    """``{key: function}`` -> ``[rank 0's results, rank 1's]`` from :func:`_gradients_job`."""
+    """``{key: function}`` -> ``[rank 0's results, rank 1's]`` from :func:`_gradients_job`,
+    within ``CHECK_TIMEOUT`` seconds (a rank still running then is a TimeoutError)."""
     with tempfile.TemporaryDirectory() as folder:
-        spawn(2, Namespace(threads=1, kinds=list(KINDS), folder=folder, ddp="ddp" in functions,
-                           functions={key: _portable(fn) for key, fn in functions.items()
-                                      if key != "ddp"}),
-              _gradients_job)
-        return [torch.load(Path(folder) / f"rank{r}.pt", weights_only=False) for r in (0, 1)]
+        files = [Path(folder) / f"rank{r}.pt" for r in (0, 1)]
+        try:
+            spawn(2, Namespace(threads=1, kinds=list(KINDS), folder=folder,
+                               ddp="ddp" in functions,
+                               functions={key: _portable(fn) for key, fn in functions.items()
+                                          if key != "ddp"}),
+                  _gradients_job, timeout=CHECK_TIMEOUT, group_timeout=COLLECTIVE_TIMEOUT)
+        except TimeoutError:
+            if "yours" not in functions:
+                raise
+            late = " and ".join(str(r) for r, file in enumerate(files) if not file.exists())
+            raise TimeoutError(f"it had not returned on rank {late or '0 and 1'} after "
+                               f"{CHECK_TIMEOUT} s, so both processes were stopped: does it "
+                               "wait there for something that the other rank never does?"
+                               ) from None
+        return [torch.load(file, weights_only=False) for file in files]
 
 
-def _results(fn) -> list:
-    """Both ranks' results for ``fn``: the reference and the variants are run together, once."""
-    if fn not in _KNOWN:
-        known = [ddp_all_reduce, average_gradients,
-                 *(p.variant for p in EXERCISES["average_gradients"].pitfalls)]
-        together = {_key(f): f for f in known} if fn in known else {"yours": fn}
-        ranks = _run(together)
-        if fn not in known:
-            return [{kind: r[kind, "yours"] for kind in KINDS} for r in ranks]
-        for f in known:
-            _KNOWN[f] = [{kind: r[kind, _key(f)] for kind in KINDS} for r in ranks]
-    return _KNOWN[fn]
+_PENDING = {}  # the learner's last function -> the outcomes of its cases not yet asked for
+
+
+def _results(fn, kind: str) -> list:
+    """Both ranks' results for ``fn`` on the model ``kind``: the reference and the variants are
+    run together, once; a learner's function once per check (its first case runs them all),
+    and what stopped its processes (a TimeoutError, ...) is the outcome of each case."""
+    known = [ddp_all_reduce, average_gradients,
+             *(p.variant for p in EXERCISES["average_gradients"].pitfalls)]
+    if fn in known:
+        if fn not in _KNOWN:
+            ranks = _run({_key(f): f for f in known})
+            for f in known:
+                _KNOWN[f] = [{k: r[k, _key(f)] for k in KINDS} for r in ranks]
+        return [by_kind[kind] for by_kind in _KNOWN[fn]]
+    if kind not in _PENDING.get(fn, {}):
+        _PENDING.clear()
+        try:
+            ranks = _run({"yours": fn})
+            _PENDING[fn] = {k: [r[k, "yours"] for r in ranks] for k in KINDS}
+        except Exception as error:  # noqa: BLE001 (a TimeoutError, or a rank that crashed)
+            _PENDING[fn] = dict.fromkeys(KINDS, error)
+    outcome = _PENDING[fn].pop(kind)
+    if isinstance(outcome, Exception):
+        raise outcome
+    return outcome
+
+
+def _error(outcomes: list) -> BaseException | None:
+    """What to report when a rank's function raised: the learner's own error as it was raised
+    (a NameError, ...), before the error of a rank left waiting in a collective (which only
+    follows from it); and when a rank waited in a collective that the other rank returned
+    without joining, that, in words."""
+    failures = {r: o for r, o in enumerate(outcomes) if isinstance(o, Failure)}
+    own = [f for f in failures.values() if f.collective is None]
+    if own or not failures:
+        return own[0].error() if own else None
+    rank, failure = next(iter(failures.items()))
+    returned = [r for r in range(len(outcomes)) if r not in failures]
+    if not returned:
+        return failure.error()
+    return RuntimeError(f"rank {rank} waited in dist.{failure.collective} for rank "
+                        f"{returned[0]}, which returned without joining it: every rank must "
+                        "call the same collectives, in the same order")
 
 
 @dataclass(frozen=True)
@@ -215,10 +271,10 @@ class AllReduceCase(Case):
     def run(self, fn):
         if fn is not ddp_all_reduce and is_stub(fn):  # untouched: no processes to start
             return fn(torch.nn.Linear(1, 1))
-        outcomes = [ranks[self.kind] for ranks in _results(fn)]
-        failed = next((o for o in outcomes if isinstance(o, Failure)), None)
-        if failed is not None:
-            raise failed.error()
+        outcomes = _results(fn, self.kind)
+        error = _error(outcomes)
+        if error is not None:
+            raise error
         return torch.stack(outcomes)
 
 

@@ -830,3 +830,11 @@ def test_generate_takes_a_tensor_of_prompts(tiny_gpt):
 
     prompts = torch.tensor([[4, 5, 6], [7, 8, 9]])
     assert generate(tiny_gpt, prompts, 3) == generate(tiny_gpt, prompts.tolist(), 3)
+
+
+@pytest.mark.parametrize("steps", [0, -3])
+def test_train_distributed_refuses_no_steps(steps):
+    from helpers.distributed import parse_args, train_distributed
+
+    clear_error(lambda: train_distributed(0, 1, parse_args(["--steps", str(steps)])),
+                f"steps must be at least 1, got {steps}", kind=ValueError)

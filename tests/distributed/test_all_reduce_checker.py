@@ -1,8 +1,8 @@
 """Notebook 13's all-reduce exercise: ``check`` runs the learner's ``average_gradients`` in two
 gloo processes (started by ``helpers.distributed.spawn``) and compares both ranks' gradients with
 DDP's after one step. An answer written independently passes, a sum not divided by W gets S5's
-hint, an error inside the new processes comes back by name, and an untouched stub starts no
-process at all."""
+hint, an error inside the new processes comes back by name (sys.exit with its usual advice), and
+an untouched stub starts no process at all."""
 
 import pytest
 import torch
@@ -57,14 +57,27 @@ def test_an_error_in_the_new_processes_comes_back_by_name(run_check):
     assert "your function raised NameError: name 'WORLD' is not defined" in text
 
 
+def exits(model):
+    import sys
+
+    sys.exit()  # ends the process where it runs: here, a rank
+
+
+def test_sys_exit_in_the_new_processes_gets_the_usual_advice(run_check):
+    passed, text = run_check("average_gradients", exits)
+    assert not passed
+    assert "your function raised SystemExit" in text
+    assert "Exit() and sys.exit() end the program: return the result instead" in text
+
+
 def test_a_stub_or_a_lambda_starts_no_process(run_check, monkeypatch):
     import helpers.exercises.nb13 as nb13
 
     started = []  # the functions sent to each pair of new processes, by key
 
-    def recorded(n, args, job):
+    def recorded(n, args, job, **limits):
         started.append(sorted(args.functions))
-        return spawn(n, args, job)
+        return spawn(n, args, job, **limits)
 
     spawn = nb13.spawn
     monkeypatch.setattr(nb13, "spawn", recorded)
