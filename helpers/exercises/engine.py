@@ -230,9 +230,16 @@ def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
         print(f"{TODO} {name}: not attempted yet. Write your code in the function, run its "
               "cell, then run this check again.")
         return False
+    outcomes = _reference_outcomes(exercise, cases)
+    failed = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Raised)]
+    if failed:  # the reference cannot fail on its own cases: the machine did (a time limit)
+        print(f"{FAIL} {name}: the reference answer itself failed on a test case, so your "
+              f"answer could not be compared [case: {cases[failed[0]].describe()}]: "
+              f"{outcomes[failed[0]].describe()}\n   {HINT} Not your code: the machine was "
+              "probably too busy. Run the check again (if it happens again, restart the kernel).")
+        return False
     problems = [difference(exercise, expected, result)
-                for expected, result in zip(_reference_outcomes(exercise, cases), given,
-                                            strict=True)]
+                for expected, result in zip(outcomes, given, strict=True)]
     bad = [i for i, problem in enumerate(problems) if problem is not None]
     if not bad:
         tested = "; ".join(case.label for case in cases)
@@ -289,7 +296,8 @@ def _reference_outcomes(exercise: Exercise, cases: list) -> list:
     kept = _REFERENCE_OUTCOMES.get(id(exercise))
     if kept is None or kept[0] is not exercise:
         kept = (exercise, [_call(exercise.reference, case) for case in cases])
-        _REFERENCE_OUTCOMES[id(exercise)] = kept
+        if not any(isinstance(outcome, Raised) for outcome in kept[1]):  # a failure: not kept
+            _REFERENCE_OUTCOMES[id(exercise)] = kept
     return kept[1]
 
 

@@ -206,3 +206,25 @@ def test_the_reference_runs_once_per_case_whatever_the_number_of_checks(monkeypa
     wrong = check("causal_mask", exercise.pitfalls[0].variant)
     assert len(calls) == len(exercise.cases())  # once per case, over three checks
     assert wrong is False and exercise.pitfalls[0].hint[:40] in capsys.readouterr().out
+
+
+def test_a_reference_that_fails_is_named_and_not_kept(run_check, monkeypatch):
+    """A reference cannot fail on its own cases; when the machine makes it fail (a time limit of
+    processes it starts, on a busy machine), the learner is told so, not handed a crash, and the
+    next check computes the reference again instead of keeping the failure."""
+    exercise = lookup("causal_mask")
+    right, real_call = exercise.reference, engine._call
+
+    def busy(fn, case):  # the reference's runs fail; the learner's go through _call_learner
+        return engine.Raised(TimeoutError("the machine was busy"))
+
+    engine._REFERENCE_OUTCOMES.pop(id(exercise), None)
+    monkeypatch.setattr(engine, "_call", busy)
+    ok, out = run_check("causal_mask", right)
+    assert not ok
+    assert "the reference answer itself failed on a test case" in out
+    assert "TimeoutError: the machine was busy" in out and "Run the check again" in out
+    assert id(exercise) not in engine._REFERENCE_OUTCOMES  # not kept
+    monkeypatch.setattr(engine, "_call", real_call)
+    ok, out = run_check("causal_mask", right)
+    assert ok, out  # the next check computes the reference again
