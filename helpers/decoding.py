@@ -83,9 +83,8 @@ class KVCache:
 
     Per decoder layer ``i``: ``self_kv[i]``, the self-attention keys and values of every target
     position so far, ``(B, h, t, d_k)`` each, one position longer after every step; and
-    ``cross_kv[i]``, the cross-attention keys and values of the encoder's memory,
-    ``(B, h, S, d_k)``, computed at the first step and reused. ``length`` is ``t``.
-    """
+    ``cross_kv[i]``, the cross-attention keys and values of the encoder's ``memory``,
+    ``(B, h, S, d_k)``, computed at the first step and reused. ``length`` is ``t``."""
 
     def __init__(self, num_layers: int):
         self.length = 0
@@ -93,23 +92,25 @@ class KVCache:
         self.cross_kv = [None] * num_layers
         self.memory = None  # the encoder output that cross_kv was computed from
 
-    def check_memory(self, memory: torch.Tensor) -> None:
-        """Keep the first step's ``memory``; later steps must pass the same numbers (beam
-        search passes ``memory.expand(n, -1, -1)``, a view of them), not another source's."""
-        if self.memory is None:
-            self.memory = memory
-        elif (memory.data_ptr() != self.memory.data_ptr()  # where its numbers are stored
-              or memory.shape[1:] != self.memory.shape[1:]):
-            raise ValueError("decode_step: this KVCache holds the cross-attention keys and "
-                             "values of another memory (another source); pass the first "
-                             "step's memory at every step, or a new KVCache for a new source")
-
     def reorder(self, index: torch.Tensor) -> None:
         """Keep the rows of the beams that survive, in their new order (beam search)."""
         def pick(kv):
             return None if kv is None else tuple(t.index_select(0, index) for t in kv)
         self.self_kv = [pick(kv) for kv in self.self_kv]
         self.cross_kv = [pick(kv) for kv in self.cross_kv]
+
+
+def check_cache_memory(cache: KVCache, memory: torch.Tensor) -> None:
+    """Keep the first step's ``memory`` in ``cache``; later steps must pass the same numbers
+    (beam search passes ``memory.expand(n, -1, -1)``, a view of them), not another source's,
+    whose cross-attention keys and values are not in the cache."""
+    if cache.memory is None:
+        cache.memory = memory
+    elif (memory.data_ptr() != cache.memory.data_ptr()  # where its numbers are stored
+          or memory.shape[1:] != cache.memory.shape[1:]):
+        raise ValueError("decode_step: this KVCache holds the cross-attention keys and values "
+                         "of another memory (another source); pass the first step's memory at "
+                         "every step, or a new KVCache for a new source")
 
 
 def _keys_values(attn, x):
@@ -157,7 +158,7 @@ def decode_step(model: Transformer, tokens, memory, cache: KVCache, src_mask=Non
     """``Transformer.decode`` for the newest tokens ``(B, T)`` only (``T = 1`` in a decoding
     loop); the earlier ones are in ``cache``, which this call extends. Returns ``(B, T, V)``."""
     check_token_ids(tokens, "tgt")
-    cache.check_memory(memory)  # the one its cross-attention keys and values came from
+    check_cache_memory(cache, memory)  # the one its cross-attention keys and values came from
     with ids_in_vocabulary(tokens, model.tgt_embed.num_embeddings, "tgt"):
         x = model.tgt_embed(tokens) * math.sqrt(model.d_model)  # as Transformer.embed, but the
     x = model.positional(x, start=cache.length)  # positions count on from the stored ones

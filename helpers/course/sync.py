@@ -125,6 +125,7 @@ NOT_TAUGHT = {
     "decoding.check_limits": "input checks of the decoders (see checks)",
     "decoding.check_beam_source": "input checks of the decoders (see checks)",
     "decoding.check_special_ids": "input checks of the decoders (see checks)",
+    "decoding.check_cache_memory": "input check of decode_step: the same memory at every step",
     "modern.check_rope": "the input check of apply_rope (see checks)",
     "masks.mask_explorer_data": "the numbers of notebook 06's mask explorer, drawn by its figure",
     "decoding.eval_mode": "eval mode plus torch.no_grad, restored afterwards; notebook 10 says so",
