@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import re
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,11 +23,32 @@ class Raised:
     error: BaseException
 
     def describe(self) -> str:
-        lines = str(self.error).strip().splitlines()
-        message = no_addresses(lines[0]) if lines else ""
-        if len(message) > 150:
-            message = message[:147] + "..."
+        """The error in a line. An error raised by the course's own code (``helpers/``, such
+        as a shape check whose last words say what to do) is given whole; one from torch or
+        Python keeps its first line, cut at 150 characters."""
+        text = no_addresses(str(self.error).strip())
+        if _raised_by_course(self.error):
+            message = " ".join(line.strip() for line in text.splitlines() if line.strip())
+        else:
+            message = text.splitlines()[0] if text else ""
+            if len(message) > 150:
+                message = message[:147] + "..."
         return f"{type(self.error).__name__}: {message}" if message else type(self.error).__name__
+
+
+_HELPERS = str(Path(__file__).resolve().parents[1])  # the helpers package
+
+
+def _raised_by_course(error: BaseException) -> bool:
+    """True when the innermost frame that raised ``error`` lies in ``helpers/`` (outside this
+    package, ``helpers/exercises``, whose variants stand for a learner's code)."""
+    tb = error.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    where = str(Path(tb.tb_frame.f_code.co_filename).resolve())
+    return where.startswith(_HELPERS) and not where.startswith(str(Path(__file__).parent))
 
 
 @dataclass(frozen=True)
