@@ -20,7 +20,7 @@ for var, sub in [("JUPYTER_RUNTIME_DIR", "jupyter-runtime"), ("JUPYTER_DATA_DIR"
 # Two pytest workers share two cores: one thread each (kernels started by nbval inherit this).
 # Tiny tensors are much slower when every op wakes a thread pool on a busy machine.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
-# Notebook 14 takes its offline path (a stand-in for the real translator) even where the internet
+# Notebook 15 takes its offline path (a stand-in for the real translator) even where the internet
 # is reachable: its stored outputs come from that path (helpers/pretrained.py, OFFLINE_VARIABLE).
 os.environ.setdefault("COURSE_OFFLINE", "1")
 # Where a cell measures two threads (notebook 13), a thread with nothing to do sleeps instead of

@@ -11,15 +11,19 @@ It prints:
    which the cache does not remove, so the gain there is small);
 3. beam search of width 4 vs greedy decoding, per sentence;
 4. the peak memory of training (CUDA: allocated memory; CPU: growth of the process's peak RSS);
-5. the wall time of executing every notebook top to bottom (nbclient, one torch thread, at most
+5. subword tokens (notebook 14): the learner-style BPE encoder of ``helpers/tokens.py`` vs
+   Hugging Face's ``tokenizers`` (Rust) on the same merges, encoding the test split's sentences,
+   with the ids checked equal;
+6. the wall time of executing every notebook top to bottom (nbclient, one torch thread, at most
    300 s per cell, so a stalled cell fails instead of hanging);
-6. with ``--threads``: notebooks 09 and 10 executed with 1 and with 2 torch threads.
+7. with ``--threads``: notebooks 09 and 10 executed with 1 and with 2 torch threads.
 
 Timings are the median of several repeats after a warm-up; compare ratios, not absolute numbers,
 between machines. This is a script, not a test: shared machines are too noisy for timed tests.
 """
 
 import argparse
+import json
 import resource
 import statistics
 import time
@@ -128,6 +132,40 @@ def bench_beam(model, sentences, src_vocab, device, width=4, max_len=30):
     return t_greedy / len(sources), t_beam / len(sources)
 
 
+def bench_tokens(corpus, vocab_size=1000):
+    """Seconds to encode the test split's sentences: our BPE (``tokenize`` word by word, no
+    cache, as a learner writes it) and ``tokenizers`` trained to the same merges."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    from . import tokens
+
+    texts = [s for pair in corpus.train for s in pair]
+    library = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix=tokens.END))
+    library.pre_tokenizer = pre_tokenizers.Whitespace()
+    library.train_from_iterator(texts, trainers.BpeTrainer(
+        vocab_size=vocab_size, min_frequency=0, show_progress=False,
+        special_tokens=list(tokens.SPECIALS), end_of_word_suffix=tokens.END))
+    vocab = library.get_vocab()
+    merges = [tuple(p) for p in json.loads(library.to_str())["model"]["merges"]]
+    first = min(vocab[a + b] for a, b in merges)
+    start = sorted((t for t, i in vocab.items() if len(tokens.SPECIALS) <= i < first),
+                   key=vocab.get)
+    ours = tokens.BPE(texts, len(merges), vocab=start)
+    sentences = [s for pair in corpus.test for s in pair]
+    unk = ours.ids["<unk>"]
+
+    def encode_ours():
+        return [[ours.ids.get(t, unk) for t in tokens.tokenize(s, ours.merges)] for s in sentences]
+
+    def encode_theirs():
+        return [library.encode(s).ids for s in sentences]
+
+    if encode_ours() != encode_theirs():
+        raise AssertionError("our BPE and tokenizers disagree on the test split")
+    return timed(encode_ours, repeats=3, warmup=1), timed(encode_theirs, repeats=3, warmup=1), \
+        len(sentences)
+
+
 def execute_notebook(nb, cwd, kernel_name: str = "python3", timeout: int = 300, env=None):
     """Run every cell of the notebook ``nb`` (a ``nbformat`` node) in a new kernel started in
     ``cwd``, in place. Raises ``nbclient.exceptions.CellExecutionError`` naming the failing cell,
@@ -208,8 +246,13 @@ def main(argv=None):
     kind = "CUDA allocated" if device.type == "cuda" else "growth of peak RSS"
     print(f"\n4. peak memory of training ({kind}): {peak:.0f} MiB")
 
+    t_ours, t_lib, n = bench_tokens(corpus)
+    print(f"\n5. subword tokens: encoding {n} test sentences, the same merges and ids")
+    print(f"   learner-style BPE {t_ours * 1e3:7.1f} ms   tokenizers {t_lib * 1e3:7.1f} ms   "
+          f"ratio ours / tokenizers = {t_ours / t_lib:.1f}")
+
     if not args.skip_notebooks:
-        print("\n5. executing every notebook top to bottom")
+        print("\n6. executing every notebook top to bottom")
         total = 0.0
         for name, seconds, ok in bench_notebooks():
             total += seconds
@@ -217,7 +260,7 @@ def main(argv=None):
         print(f"   {'all notebooks':<40} {total:6.1f} s")
 
     if args.threads:
-        print("\n6. notebooks 09 and 10 with 1 and 2 torch threads (one kernel at a time)")
+        print("\n7. notebooks 09 and 10 with 1 and 2 torch threads (one kernel at a time)")
         one, two = (bench_notebooks(n, ["09_", "10_"]) for n in (1, 2))
         for (name, t1, ok1), (_, t2, ok2) in zip(one, two, strict=True):
             status = "ok" if ok1 and ok2 else "FAILED"

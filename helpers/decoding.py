@@ -47,7 +47,7 @@ def check_limits(model, src, max_len, bos_id, eos_id, beam_size=None) -> None:
 def check_special_ids(model, bos_id, eos_id) -> None:
     """``bos_id``, fed to the decoder, must be an id of the target vocabulary; ``eos_id`` an int
     (one outside the vocabulary is never produced: decoding runs all ``max_len`` steps, which
-    the timing cells of notebooks 10 and 14 use)."""
+    the timing cells of notebooks 10 and 15 use)."""
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         if not isinstance(value, int) or isinstance(value, bool):  # int(...) of a NumPy id
             raise TypeError(f"decoding: {name} must be a token id (an int), got {value!r}")

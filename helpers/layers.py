@@ -44,7 +44,7 @@ class LayerNorm(nn.Module):
 
 class FeedForward(nn.Module):
     """Position-wise feed-forward network, equation (2): ``max(0, x W_1 + b_1) W_2 + b_2``;
-    ``activation="silu"`` replaces ``max(0, .)`` by ``x * sigmoid(x)`` (swish, notebook 14)."""
+    ``activation="silu"`` replaces ``max(0, .)`` by ``x * sigmoid(x)`` (swish, notebook 15)."""
 
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()

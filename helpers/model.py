@@ -26,8 +26,8 @@ class TransformerConfig:
     max_len: int = 5000         # longest sequence the positional encoding table covers
     norm_first: bool = False    # False: post-norm as in the paper; True: pre-norm
     tie_weights: bool = False   # share the target embedding and the output projection
-    activation: str = "relu"    # of the feed-forward network: "relu", or "silu" (notebook 14)
-    interleaved_positions: bool = True  # sin/cos columns alternate; False: in halves (14)
+    activation: str = "relu"    # of the feed-forward network: "relu", or "silu" (notebook 15)
+    interleaved_positions: bool = True  # sin/cos columns alternate; False: in halves (15)
 
     @classmethod
     def small(cls) -> "TransformerConfig":

@@ -2,7 +2,7 @@
 
 ``PE[p, 2i] = sin(p / base**(2i / d_model))`` and ``PE[p, 2i + 1] = cos(p / base**(2i / d_model))``:
 even columns sine, odd columns cosine, one frequency per pair of columns. ``interleaved=False``
-gives the layout of Marian translators (notebook 14): the same numbers, all sines then all cosines.
+gives the layout of Marian translators (notebook 15): the same numbers, all sines then all cosines.
 """
 
 import torch

@@ -1,4 +1,4 @@
-"""A real translator's weights in the course's Transformer (notebook 14): Marian, English to French.
+"""A real translator's weights in the course's Transformer (notebook 15): Marian, English to French.
 
 The Helsinki-NLP ``opus-mt`` translators (``MarianMTModel`` in Hugging Face ``transformers``) are
 the paper's base model with four conventions of their own, each an option of the course's model:
@@ -6,7 +6,7 @@ the feed-forward activation (swish, ``activation="silu"``), the positional table
 (``interleaved_positions=False``), a bias on the output logits (the course's ``generator`` has
 one), and the decoder started with the pad id (``bos_id`` of ``greedy_decode``).
 
-- :func:`load_marian` (with :func:`marian_key`): notebook 14's exercise, a
+- :func:`load_marian` (with :func:`marian_key`): notebook 15's exercise, a
   ``MarianMTModel``'s config and state dict -> the course's ``Transformer``;
 - :func:`load_opus_mt`: the real model and its tokenizer from the cache or the Hub, or None
   (after one sentence saying why) when there is no connection;
@@ -35,7 +35,7 @@ HUB_HOST = "huggingface.co"
 # Set to 1, load_opus_mt behaves as on a machine without internet (tests/ and the notebooks'
 # re-execution set it, so that the stored outputs, made offline, are reproduced anywhere).
 OFFLINE_VARIABLE = "COURSE_OFFLINE"
-# generate() settings under which Hugging Face's search is the course's (notebook 14, section 6):
+# generate() settings under which Hugging Face's search is the course's (notebook 15, section 6):
 # the exact stopping rule ("never" stops while a running beam can still win), no forced </s>
 # at the length limit, no banned token; length_penalty as given to beam_search.
 MATCHING = {"do_sample": False, "early_stopping": "never", "forced_eos_token_id": None,

@@ -8,7 +8,23 @@ USAGE = ("usage: python -m helpers.course --write-assets\n"
          "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]\n"
          "       python -m helpers.course --retrain-asset [translator|negation] [PATH]"
          "   (two torch threads)\n"
-         "       python -m helpers.course --sweep [--jobs N]   (assets/sweep.json)")
+         "       python -m helpers.course --sweep [--jobs N] [--notebooks NN ...]   "
+         "(assets/sweep.json)")
+
+def _sweep_options(args: list[str]) -> dict | None:
+    """``--jobs 1|2`` and ``--notebooks NN ...`` (only those notebooks' metrics are redone), or
+    None for anything else."""
+    options = {}
+    while args:
+        if args[:1] == ["--jobs"] and args[1:2] in (["1"], ["2"]):
+            options["jobs"], args = int(args[1]), args[2:]
+        elif args[:1] == ["--notebooks"] and len(args) > 1:
+            names = [a for a in args[1:] if not a.startswith("--")]
+            options["notebooks"], args = names, args[1 + len(names):]
+        else:
+            return None
+    return options
+
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--write-assets"]:
@@ -24,10 +40,10 @@ if __name__ == "__main__":
 
         torch.set_num_threads(2)
         print(f"saved: {retrain_asset(*sys.argv[2:])}")
-    elif sys.argv[1:2] == ["--sweep"] and sys.argv[2:] in ([], ["--jobs", "1"], ["--jobs", "2"]):
+    elif sys.argv[1:2] == ["--sweep"] and _sweep_options(sys.argv[2:]) is not None:
         from .sweep import sweep
 
-        summary = sweep(jobs=int(sys.argv[3]) if sys.argv[2:] else 2)
+        summary = sweep(**_sweep_options(sys.argv[2:]))
         for name, row in summary["metrics"].items():
             print(f"{name:28s} min {row['min']:8.3f}  median {row['median']:8.3f}  "
                   f"max {row['max']:8.3f}")

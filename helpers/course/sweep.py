@@ -16,6 +16,7 @@ with a margin, and that every range the prose quotes (``<!-- sweep: <metric> -->
 
     python -m helpers.course --sweep            # every run of RUNS, two at a time
     python -m helpers.course --sweep --jobs 1   # one at a time (fewer cores)
+    python -c "from helpers.course.sweep import sweep; sweep(notebooks=['14'])"  # one notebook
 """
 
 import json
@@ -56,6 +57,10 @@ METRICS = {
     "12.black_rabbits_top2": "notebook 12: 1 if 'noirs' and 'noires' are the two likeliest words",
     "12.sampling_order": "notebook 12: 1 if exact match falls as the temperature rises (greedy, "
                          "0.5, 1, 1.5) and top-k 3 recovers over 5 points at 1.5",
+    "14.names_copied": "notebook 14: % of the named test sentences whose unseen name the subword "
+                       "translator copies (first word right)",
+    "14.named_exact_match": "notebook 14: the subword translator's exact match on the named test "
+                            "sentences (the word-level one: 0 by construction)",
 }
 
 
@@ -163,12 +168,44 @@ def _notebook_12(seed: int) -> dict:
             "12.black_rabbits_top2": float({vocab.tokens[i] for i in top2} == {"noirs", "noires"})}
 
 
-def run_one(threads: int, seed: int) -> dict:
-    """Every metric of this process (its switches were set before torch was imported)."""
+def _notebook_14(seed: int) -> dict:
+    """Notebook 14's subword translator on the corpus with names, and its two scores."""
+    import warnings
+
+    from helpers.tokens import BPE
+    from helpers.translation import CORPUS_ARGS, exact_match, make_corpus, translate
+    from helpers.translation.corpus import Corpus
+    from helpers.translation.names import (
+        NAMED_MERGES,
+        NAMED_STEPS,
+        name_corpus,
+        train_shared_translator,
+    )
+
+    corpus = make_corpus(**CORPUS_ARGS)
+    train, test, _ = name_corpus(corpus)
+    subwords = BPE([s for pair in train for s in pair], NAMED_MERGES, split=str.split)
+    model, _ = train_shared_translator(Corpus(train, corpus.valid, test, [], subwords, subwords),
+                                       steps=NAMED_STEPS, seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        outputs = translate(model, [e for e, _ in test], subwords, subwords)
+    copied = sum(o.split()[:1] == e.split()[:1] for o, (e, _) in zip(outputs, test, strict=True))
+    return {"14.names_copied": 100 * copied / len(test),
+            "14.named_exact_match": exact_match(outputs, [f for _, f in test])}
+
+
+NOTEBOOKS = {"09": _notebook_09, "12": _notebook_12, "14": _notebook_14}
+
+
+def run_one(threads: int, seed: int, notebooks=None) -> dict:
+    """Every metric of this process (its switches were set before torch was imported), or
+    those of ``notebooks`` only (keys of :data:`NOTEBOOKS`)."""
     import torch
 
     torch.set_num_threads(threads)
-    return {**_notebook_09(seed), **_notebook_12(seed)}
+    return {name: value for notebook in notebooks or NOTEBOOKS
+            for name, value in NOTEBOOKS[notebook](seed).items()}
 
 
 def _start(run: dict) -> dict:
@@ -195,18 +232,27 @@ def summarise(results: list) -> dict:
     return {name: {"min": min(values), "median": statistics.median(values), "max": max(values),
                    "seed_0_min": min(seed_0), "seed_0_max": max(seed_0),
                    "description": METRICS[name]}
-            for name in METRICS
+            for name in METRICS if all(name in r["metrics"] for r in results)
             for values in [[r["metrics"][name] for r in results]]
             for seed_0 in [[r["metrics"][name] for r in results if r["seed"] == 0]]}
 
 
-def sweep(runs=RUNS, jobs: int = 2, path: Path = SWEEP_PATH) -> dict:
-    """Every run of ``runs`` (``jobs`` at a time), summarised and written to ``path``."""
+def sweep(runs=RUNS, jobs: int = 2, path: Path = SWEEP_PATH, notebooks=None) -> dict:
+    """Every run of ``runs`` (``jobs`` at a time), summarised and written to ``path``. With
+    ``notebooks`` (such as ``["14"]``), only theirs: their metrics replace those in ``path``,
+    the others are kept."""
     start = time.perf_counter()
+    runs = [{**run, "notebooks": list(notebooks)} for run in runs] if notebooks else runs
     with ThreadPoolExecutor(jobs) as pool:
         results = list(pool.map(_start, runs))
-    summary = {"metrics": summarise(results), "runs": results,
-               "minutes": round((time.perf_counter() - start) / 60, 1),
+    metrics = summarise(results)
+    minutes = (time.perf_counter() - start) / 60
+    if notebooks and path.exists():
+        kept = json.loads(path.read_text())
+        metrics = {**kept["metrics"], **metrics}
+        results = [*kept["runs"], *results]
+        minutes += kept.get("minutes", 0)  # the time of the whole sweep, in parts
+    summary = {"metrics": metrics, "runs": results, "minutes": round(minutes, 1),
                "machine": {"cpu_count": os.cpu_count(), "jobs": jobs}}
     path.write_text(json.dumps(summary, indent=1) + "\n")
     return summary
@@ -215,4 +261,4 @@ def sweep(runs=RUNS, jobs: int = 2, path: Path = SWEEP_PATH) -> dict:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
         run = json.loads(sys.argv[2])
-        print(json.dumps(run_one(run["threads"], run["seed"])))
+        print(json.dumps(run_one(run["threads"], run["seed"], run.get("notebooks"))))

@@ -47,7 +47,7 @@ MANIFEST = {
     "02_positional_encoding": [
         ("positional", ["sinusoidal_encoding"], "sinusoidal_encoding"),
         ("exercises/nb02", ["add_positional_encoding"], "add_positional_encoding"),
-        ("positional", ["PositionalEncoding"], "add_positional_encoding"),
+        ("positional", ["PositionalEncoding"]),
         ("exercises/nb02", ["pe_rotation"], "pe_rotation"),
     ],
     "03_multi_head_attention": [
@@ -59,17 +59,20 @@ MANIFEST = {
         ("layers", ["layer_norm"], "layer_norm"),
         ("layers", ["LayerNorm"]),
         ("exercises/nb04", ["feed_forward"], "feed_forward"),
-        ("layers", ["FeedForward"], "feed_forward"),
+        ("layers", ["FeedForward"]),
         ("exercises/nb04", ["residual_sublayer"], "residual_sublayer"),
     ],
     "05_encoder": [("layers", ["EncoderLayer"], "encoder_layer"),
                    ("layers", ["layer_stack", "Encoder"])],
     "06_masks": [("masks", ["causal_mask"], "causal_mask"),
                  ("masks", ["padding_mask"], "padding_mask")],
-    "07_decoder": [("layers", ["DecoderLayer"], "decoder_layer"), ("layers", ["Decoder"])],
+    "07_decoder": [("layers", ["DecoderLayer"], "decoder_layer"), ("layers", ["Decoder"]),
+                   ("exercises/nb07", ["cross_attention"], "cross_attention")],
     "08_transformer": [("model", ["TransformerConfig"]), ("model", ["PAPER"]),
                        ("model", ["init_weights"]),
-                       ("model", ["Transformer"], "transformer_decode")],
+                       ("model", ["Transformer"], "transformer_decode"),
+                       ("exercises/nb08", ["output_projection"], "output_projection"),
+                       ("exercises/nb08", ["count_parameters"], "count_parameters")],
     "09_training": [("training", ["label_smoothed_nll"], "label_smoothed_nll"),
                     ("training", ["transformer_lr", "warmup_schedule"], "transformer_lr"),
                     ("training", ["train_step"], "train_step")],
@@ -110,7 +113,18 @@ MANIFEST = {
         ("distributed", ["forward_backward"]),
         ("distributed", ["average_gradients"], "average_gradients"),
     ],
-    "14_pretrained_translator": [("pretrained", ["marian_key", "load_marian"], "load_marian")],
+    "14_subword_tokens": [
+        ("tokens", ["pair_counts"], "pair_counts"),
+        ("tokens", ["merge_pair"], "merge_pair"),
+        ("tokens", ["best_pair", "train_bpe"], "train_bpe"),
+        ("tokens", ["encode_word"], "encode_word"),
+        ("tokens", ["decode"]),
+    ],
+    "15_pretrained_translator": [
+        ("pretrained", ["marian_key", "load_marian"], "load_marian"),
+        ("exercises/nb15", ["interleave_halves"], "interleave_halves"),
+        ("exercises/nb15", ["marian_decoder_inputs"], "marian_decoder_inputs"),
+    ],
 }
 
 # Public definitions of the core that no notebook shows, and why.
@@ -143,6 +157,9 @@ NOT_TAUGHT = {
                    "drawn), training, spawn/launch and the benchmark, run in notebook 13",
     "fsdp": "FSDP sharding and the sharded (DCP) checkpoints: notebook 13 runs them (--fsdp, "
             "--save), draws what they do and loads a checkpoint",
+    "tokens": "besides the four steps of BPE and decode: cutting text into words and the word "
+              "table (words_of, split_word, word_table, initial_vocab), the BPE class, byte "
+              "symbols and the prose snapshot, shown and used in notebook 14",
 }
 
 

@@ -26,7 +26,7 @@ def execute_in_place(paths) -> None:
     """Re-execute each notebook top to bottom in a new kernel (one torch thread, at most 300 s a
     cell) and store its outputs, as a contributor must after changing one. It uses
     :func:`helpers.bench.execute_notebook`, which does not stall at an ``interact`` cell the way
-    ``jupyter nbconvert --execute`` can. Notebook 14 runs offline (its stand-in, not the real
+    ``jupyter nbconvert --execute`` can. Notebook 15 runs offline (its stand-in, not the real
     translator), as the tests do."""
     paths = [Path(path) for path in paths]
     for path in paths:  # every path first, before seconds of imports

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import math
 import re
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -41,7 +41,10 @@ _HELPERS = str(Path(__file__).resolve().parents[1])  # the helpers package
 
 def _raised_by_course(error: BaseException) -> bool:
     """True when the innermost frame that raised ``error`` lies in ``helpers/`` (outside this
-    package, ``helpers/exercises``, whose variants stand for a learner's code)."""
+    package, ``helpers/exercises``, whose variants stand for a learner's code), or when a checker
+    marked it ``whole`` (an error it reports from the processes it started)."""
+    if getattr(error, "whole", False):
+        return True
     tb = error.__traceback__
     if tb is None:
         return False

@@ -37,6 +37,7 @@ TIME_LIMIT = 10.0
 # Which module of this package holds each exercise, in the order of the notebooks. A test checks
 # that it agrees with the modules' own EXERCISES.
 MODULES = {
+    "batch_first": "nb00",
     "scaled_dot_product_attention": "nb01", "masked_softmax": "nb01",
     "sinusoidal_encoding": "nb02", "add_positional_encoding": "nb02", "pe_rotation": "nb02",
     "split_heads": "nb03", "merge_heads": "nb03", "multi_head_attention": "nb03",
@@ -48,11 +49,13 @@ MODULES = {
     "label_smoothed_nll": "nb09", "transformer_lr": "nb09", "train_step": "nb09",
     "greedy_decode": "nb10", "beam_step": "nb10", "beam_search": "nb10",
     "kv_cache_decode": "nb10",
-    "zero_head": "nb11", "attention_entropy": "nb11", "source_alignment": "nb11",
+    "source_alignment": "nb11", "attention_entropy": "nb11", "zero_head": "nb11",
     "continuation_example": "nb12", "gpt": "nb12", "filter_logits": "nb12",
     "generate_tokens": "nb12", "rms_norm": "nb12", "apply_rope": "nb12",
+    "min_p_filter": "nb12",
     "rank_loss": "nb13", "average_gradients": "nb13", "rank_batch": "nb13",
-    "load_marian": "nb14", "interleave_halves": "nb14", "marian_decoder_inputs": "nb14",
+    "pair_counts": "nb14", "merge_pair": "nb14", "train_bpe": "nb14", "encode_word": "nb14",
+    "load_marian": "nb15", "interleave_halves": "nb15", "marian_decoder_inputs": "nb15",
 }
 
 
@@ -152,6 +155,10 @@ class Pitfall:
     name: str
     variant: Callable
     hint: str
+    # Where outputs cannot tell two slips apart (both leave the same numbers), what the case
+    # recorded of the learner's behaviour tells: ``shows(outcomes) -> bool`` on the learner's
+    # outcomes, one per case. Such a pitfall matches only when it returns True.
+    shows: Callable | None = None
 
 
 @dataclass(frozen=True)
@@ -167,6 +174,9 @@ class Exercise:
     rtol: float = 1e-4
     shown_name: str | None = None  # solution() prints the first source's def under this name
     time_limit: float | None = None  # seconds per call of the learner's function: TIME_LIMIT
+    # For answers that are not tensors (a dict of pair counts, a list of merges):
+    # ``compare(expected, given) -> Problem | None``, used instead of the tensor comparison.
+    compare: Callable | None = None
 
     def cases(self) -> list:
         """The test cases, the same on every call (a private generator, seed 0)."""
@@ -238,10 +248,18 @@ def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
               f"{outcomes[failed[0]].describe()}\n   {HINT} Not your code: the machine was "
               "probably too busy. Run the check again (if it happens again, restart the kernel).")
         return False
-    problems = [difference(exercise, expected, result)
+    problems = [_difference(exercise, expected, result)
                 for expected, result in zip(outcomes, given, strict=True)]
     bad = [i for i, problem in enumerate(problems) if problem is not None]
     if not bad:
+        changed = _changed_input(fn, cases, limit)
+        if changed is not None:
+            print(f"{FAIL} {name}: right values, but your function changed its input {changed} "
+                  f"in place [case: {cases[0].describe()}]\n   {HINT} Hint: build a new tensor "
+                  "(y = x + ..., x.clone() first, torch.cat) instead of x += ..., x.add_(...) or "
+                  "x[...] = ... on an input: the caller's tensor changes too (and autograd "
+                  "refuses in-place edits of tensors it needs).")
+            return False
         tested = "; ".join(case.label for case in cases)
         print(f"{PASS} {name}: correct on all {len(cases)} test cases ({tested}). Well done!")
         return True
@@ -334,6 +352,45 @@ def _call_learner(fn: Callable, case: Case, limit: float) -> Any:
     return result[0] if result else _TimedOut(limit)
 
 
+def _changed_input(fn: Callable, cases: list, limit: float) -> str | None:
+    """Which tensor input (e.g. "x", or "argument 2") ``fn`` edits in place, on the first case
+    of the plain kind (:class:`Case`, :class:`NumberCase`: a call with the inputs as they are)
+    where it does; None if it edits none. Other kinds of case set up their own calls (modules,
+    caches, processes), some of them in place by design, and are not probed."""
+    for case in cases:
+        if type(case) not in (Case, NumberCase):
+            continue
+        args, kwargs = _clone(case.args), _clone(case.kwargs)
+        if isinstance(_call_learner(fn, _AsGiven(case.label, args, kwargs), limit),
+                      (Raised, _TimedOut)):
+            return None
+        try:
+            params = list(inspect.signature(fn).parameters)
+        except (TypeError, ValueError):
+            params = []
+        for i, (before, after) in enumerate(zip(case.args, args, strict=True)):
+            if torch.is_tensor(before) and not _equal(before, after):
+                return f"`{params[i]}`" if i < len(params) else f"(argument {i + 1})"
+        for key, before in case.kwargs.items():
+            if torch.is_tensor(before) and not _equal(before, kwargs[key]):
+                return f"`{key}`"
+    return None
+
+
+@dataclass(frozen=True)
+class _AsGiven(Case):
+    """A call on the very tensors given (no copies), so that an in-place edit shows."""
+
+    def run(self, fn: Callable) -> Any:
+        return fn(*self.args, **self.kwargs)
+
+
+def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b) or (
+        a.is_floating_point() and torch.equal(a.isnan(), b.isnan())
+        and torch.equal(a.nan_to_num(), b.nan_to_num())))
+
+
 def _clone(obj: Any) -> Any:
     if torch.is_tensor(obj):
         return obj.clone()
@@ -363,15 +420,30 @@ def _diagnose(exercise: Exercise, cases: list, given: list, first_bad: int) -> P
             outcomes[p, c] = _call(exercise.pitfalls[p].variant, cases[c])
         return outcomes[p, c]
 
+    shown = [p.shows is None or p.shows(given) for p in exercise.pitfalls]
     if not all(isinstance(g, Raised) for g in given):  # some value: the first choice applies
         for p, pitfall in enumerate(exercise.pitfalls):
-            if all(same(theirs(p, c), g, exercise, same_message=False)
-                   for c, g in enumerate(given)):  # stops at the first case that differs
+            if shown[p] and all(_same(theirs(p, c), g, exercise, same_message=False)
+                                for c, g in enumerate(given)):  # stops at the first that differs
                 return pitfall
     for p, pitfall in enumerate(exercise.pitfalls):
-        if same(theirs(p, first_bad), given[first_bad], exercise):
+        if shown[p] and _same(theirs(p, first_bad), given[first_bad], exercise):
             return pitfall
     return None
+
+
+def _difference(exercise: Exercise, expected: Any, given: Any):
+    """:func:`~.compare.difference`, or the exercise's own ``compare`` for a value it returned."""
+    if exercise.compare is None or isinstance(given, Raised) or is_blank(given):
+        return difference(exercise, expected, given)
+    return exercise.compare(expected, given)
+
+
+def _same(a: Any, b: Any, exercise: Exercise, same_message: bool = True) -> bool:
+    """:func:`~.compare.same`, or no difference by the exercise's own ``compare``."""
+    if exercise.compare is None or isinstance(a, Raised) or isinstance(b, Raised):
+        return same(a, b, exercise, same_message)
+    return exercise.compare(a, b) is None
 
 
 def _where(fn: Callable) -> str:

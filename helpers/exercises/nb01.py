@@ -65,6 +65,43 @@ def _softmax_uniform_rows(scores, mask):
     return scores.masked_fill(~mask, -1e9).softmax(dim=-1)
 
 
+def _softmax_over_axis(dim):
+    """A4: the softmax over a fixed axis (``dim=1``, ``dim=2``) instead of the last one: right for
+    some numbers of axes only."""
+
+    def softmax(scores, mask):
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+        return scores.softmax(dim=dim).masked_fill(~mask, 0.0)
+
+    return softmax
+
+
+def _softmax_times_mask(scores, mask):
+    """The scores times the mask (or filled with 0): a blocked key scores 0, and e^0 = 1 counts."""
+    return (scores * mask).softmax(dim=-1).masked_fill(~mask, 0.0)
+
+
+def _softmax_renormalised(scores, mask):
+    """Softmax of every key, blocked weights set to 0, rows divided by their new sums: a blocked key
+    that scores far above the others leaves underflowed (or 0/0) weights."""
+    weights = scores.softmax(dim=-1) * mask
+    return weights / weights.sum(dim=-1, keepdim=True)
+
+
+def _softmax_boolean_index(scores, mask):
+    """``scores[~mask] = ...``: boolean indexing needs a mask of the scores' exact shape."""
+    scores = scores.clone()
+    scores[~mask] = torch.finfo(scores.dtype).min
+    weights = scores.softmax(dim=-1)
+    weights[~mask] = 0.0
+    return weights
+
+
+def _softmax_fill_minus_1e9(scores, mask):
+    """Fill with -1e9 and zero afterwards: right in float32, an overflow error in float16."""
+    return scores.masked_fill(~mask, -1e9).softmax(dim=-1).masked_fill(~mask, 0.0)
+
+
 def _attention_with(softmax_fn, scale=math.sqrt):
     """Build attention from a (maybe buggy) masked softmax and a (maybe buggy) scale of d_k."""
 
@@ -81,6 +118,58 @@ def _attention_with(softmax_fn, scale=math.sqrt):
 def _attention_inverted_mask(q, k, v, mask=None):
     """A3: the mask used with True = blocked."""
     return scaled_dot_product_attention(q, k, v, None if mask is None else ~mask)
+
+
+def _attention_scaled_by(size):
+    """A1: the scores divided by the square root of another size than d_k."""
+
+    def attention(q, k, v, mask=None):
+        return _attention_with(masked_softmax, lambda d_k: math.sqrt(size(q, k, v)))(q, k, v, mask)
+
+    return attention
+
+
+def _attention_times_sqrt(q, k, v, mask=None):
+    """A1: the scores multiplied by sqrt(d_k) instead of divided."""
+    return _attention_with(masked_softmax, lambda d_k: 1 / math.sqrt(d_k))(q, k, v, mask)
+
+
+def _attention_weights_scaled(q, k, v, mask=None):
+    """The scale applied to the weights after the softmax instead of to the scores."""
+    scores = q @ k.transpose(-2, -1)
+    weights = masked_softmax(scores, _all(scores) if mask is None else mask)
+    weights = weights / math.sqrt(q.shape[-1])
+    return weights @ v, weights
+
+
+def _all(scores):
+    return torch.ones(scores.shape, dtype=torch.bool)
+
+
+def _attention_key_T(q, k, v, mask=None):
+    """``key.T``: on a batch, ``.T`` reverses every axis instead of swapping the last two."""
+    scores = q @ k.permute(*reversed(range(k.dim()))) / math.sqrt(q.shape[-1])  # k.T
+    weights = masked_softmax(scores, _all(scores) if mask is None else mask)
+    return weights @ v, weights
+
+
+def _attention_transpose_1_2(q, k, v, mask=None):
+    """``key.transpose(1, 2)``: the last two axes of a 3-D key only; on (B, h, L, d_k) it swaps
+    the heads and the keys."""
+    scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1])
+    weights = masked_softmax(scores, _all(scores) if mask is None else mask)
+    return weights @ v, weights
+
+
+def _attention_swapped_outputs(q, k, v, mask=None):
+    """``return weights, output``: the tuple in the wrong order."""
+    out, weights = scaled_dot_product_attention(q, k, v, mask)
+    return weights, out
+
+
+def _attention_mask_ignored(q, k, v, mask=None):
+    """The mask argument never used."""
+    return scaled_dot_product_attention(q, k, v)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -120,6 +209,10 @@ def _attention_cases(g):
                                     _mask_with_blocked_row(g, 1, 3, 4, row=1))),
         Case("length 1", (randn(g, 1, 1, 2), randn(g, 1, 1, 2), randn(g, 1, 1, 3),
                           torch.ones(1, 1, 1, dtype=torch.bool))),
+        # a blocked key with a huge score: masking after the softmax cannot hide it
+        Case("a blocked key scoring far above the others",
+             (torch.tensor([[[15.0], [1.0]]]), torch.tensor([[[1.0], [20.0], [-1.0]]]),
+              randn(g, 1, 3, 2), torch.tensor([[[True, False, True], [True, False, True]]]))),
     ]
 
 
@@ -135,8 +228,14 @@ def _masked_softmax_cases(g):
         Case("length 1", (randn(g, 1, 1, 1), torch.ones(1, 1, 1, dtype=torch.bool))),
         # a blocked key with a huge score: masking after the softmax cannot hide it
         Case("a blocked key scoring far above the others",
-             (torch.tensor([[[1.0, 2.0, 80.0], [0.5, 90.0, 0.0]]]),
+             (torch.tensor([[[1.0, 2.0, 150.0], [0.5, 160.0, 0.0]]]),
               torch.tensor([[[True, True, False], [True, False, True]]]))),
+        # float16, where -1e9 does not fit; weights 0, 1/2 and 1 are exact in any dtype
+        Case("float16 scores with a fully masked row",
+             (torch.tensor([[[1.0, 1.0, 5.0], [2.0, 0.0, 3.0], [0.5, 0.5, 0.5]]],
+                           dtype=torch.float16),
+              torch.tensor([[[True, True, False], [False, True, False],
+                             [False, False, False]]]))),
     ]
 
 
@@ -146,22 +245,44 @@ def _masked_softmax_cases(g):
 
 _HINT_A1 = ("divide by the square root of the key dimension of one head: "
             "scores = q @ k^T / sqrt(d_k), with d_k = q.shape[-1].")
+_HINT_A1_SIZE = ("divide by the square root of the key dimension of one head, d_k = "
+                 "query.shape[-1] (the size of each query and key vector), not the size of the "
+                 "values or the number of keys.")
+_HINT_A1_TIMES = ("divide by the square root of the key dimension of one head: / "
+                  "math.sqrt(d_k), not * math.sqrt(d_k).")
 _HINT_A2 = ("mask the scores before softmax (masked_fill on the scores), so each row still "
             "sums to 1.")
 HINT_A3 = ("in this course True means may attend (the F.scaled_dot_product_attention "
             "convention): fill the scores where the mask is False.")
-_HINT_A4 = "each query's weights over the keys must sum to 1: softmax over the last axis (dim=-1)."
+_HINT_A4 = ("each query's weights over the keys must sum to 1: softmax over the last axis "
+            "(dim=-1), whatever the number of axes before it.")
 _HINT_A5_NAN = ("what happens when a whole row is masked? softmax of a row of -inf is 0/0 = NaN; "
                 "fill with torch.finfo(dtype).min and set such rows to 0.")
 _HINT_A5_UNIFORM = ("what happens when a whole row is masked? Every key gets the same score, so "
                     "softmax spreads 1/Lk over keys it must not see: set such rows to 0.")
+_HINT_TIMES_MASK = ("a blocked score of 0 (scores * mask, or masked_fill with 0) still takes a "
+                    "share of the softmax, since e^0 = 1: fill blocked scores with "
+                    "torch.finfo(scores.dtype).min before the softmax.")
+_HINT_RENORMALISED = ("a softmax over every key, then renormalised, loses the allowed weights "
+                      "when a blocked key scores far above them (they underflow to 0): mask the "
+                      "scores before the softmax.")
+_HINT_BOOLEAN_INDEX = ("scores[~mask] = ... needs a mask of the scores' exact shape, and masks "
+                       "here broadcast (size 1 on shared axes): use scores.masked_fill(~mask, "
+                       "...), which broadcasts.")
+_HINT_MINUS_1E9 = ("-1e9 does not fit in float16 (largest: 65504): fill with "
+                   "torch.finfo(scores.dtype).min, the right value for every dtype.")
 
 _ATTENTION_SOFTMAX_PITFALLS = (  # (id, name, masked softmax variant, hint), shared by two exercises
     ("A2", "mask after softmax (zeros)", _softmax_then_zero, _HINT_A2),
     ("A2", "mask after softmax (-inf)", _softmax_then_minus_inf, _HINT_A2),
     ("A4", "softmax over the queries", _softmax_over_queries, _HINT_A4),
+    ("A4", "softmax over axis 1", _softmax_over_axis(1), _HINT_A4),
+    ("A4", "softmax over axis 2", _softmax_over_axis(2), _HINT_A4),
     ("A5", "NaN for a fully masked row", _softmax_nan_rows, _HINT_A5_NAN),
     ("A5", "uniform weights for a fully masked row", _softmax_uniform_rows, _HINT_A5_UNIFORM),
+    (None, "scores multiplied by the mask", _softmax_times_mask, _HINT_TIMES_MASK),
+    (None, "softmax, zero, renormalise", _softmax_renormalised, _HINT_RENORMALISED),
+    (None, "boolean indexing with a broadcast mask", _softmax_boolean_index, _HINT_BOOLEAN_INDEX),
 )
 
 
@@ -176,7 +297,26 @@ EXERCISES: dict[str, Exercise] = {
                     _HINT_A1),
             Pitfall("A1", "divided by d_k", _attention_with(masked_softmax, lambda d_k: d_k),
                     _HINT_A1),
+            Pitfall("A1", "multiplied by sqrt(d_k)", _attention_times_sqrt, _HINT_A1_TIMES),
+            Pitfall("A1", "scaled by sqrt(d_v)", _attention_scaled_by(lambda q, k, v: v.shape[-1]),
+                    _HINT_A1_SIZE),
+            Pitfall("A1", "scaled by sqrt(Lk)", _attention_scaled_by(lambda q, k, v: k.shape[-2]),
+                    _HINT_A1_SIZE),
+            Pitfall(None, "the weights scaled after the softmax", _attention_weights_scaled,
+                    "divide the scores by sqrt(d_k) before the softmax; dividing the weights "
+                    "afterwards leaves rows that no longer sum to 1."),
             Pitfall("A3", "inverted mask", _attention_inverted_mask, HINT_A3),
+            Pitfall(None, "key.T", _attention_key_T,
+                    "key.T reverses every axis of a batch: swap only the last two with "
+                    "key.transpose(-2, -1), so that any number of leading axes works."),
+            Pitfall(None, "key.transpose(1, 2)", _attention_transpose_1_2,
+                    "transpose(1, 2) swaps the last two axes of a 3-D key only; with heads, "
+                    "(B, h, L, d_k), it swaps h and L: use key.transpose(-2, -1)."),
+            Pitfall(None, "(weights, output)", _attention_swapped_outputs,
+                    "return the tuple in the order (output, weights)."),
+            Pitfall(None, "mask ignored", _attention_mask_ignored,
+                    "use the mask: fill the scores where it is False before the softmax "
+                    "(masked_softmax from section 3 does it)."),
             *(Pitfall(pid, name, _attention_with(fn), hint)
               for pid, name, fn, hint in _ATTENTION_SOFTMAX_PITFALLS),
         ),
@@ -188,6 +328,7 @@ EXERCISES: dict[str, Exercise] = {
         pitfalls=(
             Pitfall("A3", "inverted mask", _softmax_inverted_mask, HINT_A3),
             *(Pitfall(*entry) for entry in _ATTENTION_SOFTMAX_PITFALLS),
+            Pitfall(None, "-1e9 in float16", _softmax_fill_minus_1e9, _HINT_MINUS_1E9),
         ),
     ),
 }

@@ -3,13 +3,16 @@ variants), ``feed_forward``, and one sub-layer with its residual path and LayerN
 pre-norm (``residual_sublayer``).
 """
 
+import contextlib
 import math
-from typing import Callable
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 
 from ..attention import scaled_dot_product_attention
-from ..layers import FeedForward, layer_norm
+from ..layers import layer_norm
 from .engine import Case, Exercise, Pitfall, randn
 
 # ----------------------------------------------------------------------------------------------
@@ -106,6 +109,82 @@ def _ln_bias_under_root(x, weight, bias, eps=1e-5):
     return (x - mean) / torch.sqrt(var + bias) * weight
 
 
+def _ln_no_sqrt(x, weight, bias, eps=1e-5):
+    """N6: divided by the variance instead of its square root (the standard deviation)."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / (var + eps) * weight + bias
+
+
+def _ln_gain_bias_swapped(x, weight, bias, eps=1e-5):
+    """N7: the bias used as the gain and the gain as the bias."""
+    return layer_norm(x, bias, weight, eps)
+
+
+def _ln_bias_before_gain(x, weight, bias, eps=1e-5):
+    """N7: the bias added before the gain multiplies: (x_hat + bias) * weight."""
+    return (layer_norm(x, torch.ones_like(weight), torch.zeros_like(bias), eps) + bias) * weight
+
+
+def _ln_no_centring(x, weight, bias, eps=1e-5):
+    """N8: the mean never subtracted from x: x / sqrt(var + eps)."""
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return x / torch.sqrt(var + eps) * weight + bias
+
+
+def _ln_variance_about_zero(x, weight, bias, eps=1e-5):
+    """N8: the variance taken about 0, mean(x ** 2), instead of about the mean."""
+    mean = x.mean(dim=-1, keepdim=True)
+    return (x - mean) / torch.sqrt(x.pow(2).mean(dim=-1, keepdim=True) + eps) * weight + bias
+
+
+def _ln_no_keepdim(x, weight, bias, eps=1e-5):
+    """keepdim forgotten: (..., L) statistics do not broadcast against (..., L, d)."""
+    mean = x.mean(dim=-1)
+    var = ((x - mean) ** 2).mean(dim=-1)
+    return (x - mean) / torch.sqrt(var + eps) * weight + bias
+
+
+def _ln_fixed_eps(x, weight, bias, eps=1e-5):
+    """The eps argument ignored: 1e-5 written into the formula."""
+    return layer_norm(x, weight, bias, 1e-5)
+
+
+def _ln_torch_shortcut(x, weight, bias, eps=1e-5):
+    """F.layer_norm, which the exercise asks you to write yourself (refused during the check)."""
+    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+
+
+class ShortcutRefused(RuntimeError):
+    """Raised when the learner's layer_norm calls torch's own LayerNorm during the check."""
+
+
+def _refuse(*args, **kwargs):
+    raise ShortcutRefused("this exercise asks you to write LayerNorm yourself: F.layer_norm, "
+                          "torch.layer_norm and nn.LayerNorm are switched off during the check")
+
+
+@contextlib.contextmanager
+def _without_torch_layer_norm():
+    """torch's own LayerNorm (F.layer_norm, which nn.LayerNorm calls, and torch.layer_norm)
+    switched off for the duration of one call."""
+    saved = F.layer_norm, torch.layer_norm
+    F.layer_norm = torch.layer_norm = _refuse
+    try:
+        yield
+    finally:
+        F.layer_norm, torch.layer_norm = saved
+
+
+@dataclass(frozen=True)
+class OwnCodeCase(Case):
+    """A case run with torch's LayerNorm switched off, so that the answer is the learner's own."""
+
+    def run(self, fn: Callable) -> Any:
+        with _without_torch_layer_norm():
+            return super().run(fn)
+
+
 # Feed-forward.
 
 def _ff_no_relu(x, w1, b1, w2, b2):
@@ -121,6 +200,36 @@ def _ff_relu_at_the_end(x, w1, b1, w2, b2):
 def _ff_transposed_weights(x, w1, b1, w2, b2):
     """Weights used transposed (the nn.Linear habit ``x @ W.T``)."""
     return torch.relu(x @ w1.T + b1) @ w2.T + b2
+
+
+def _ff_no_b1(x, w1, b1, w2, b2):
+    """The first bias b1 left out."""
+    return torch.relu(x @ w1) @ w2 + b2
+
+
+def _ff_no_b2(x, w1, b1, w2, b2):
+    """The second bias b2 left out."""
+    return torch.relu(x @ w1 + b1) @ w2
+
+
+def _ff_relu_before_b1(x, w1, b1, w2, b2):
+    """ReLU before the bias: relu(x @ w1) + b1."""
+    return (torch.relu(x @ w1) + b1) @ w2 + b2
+
+
+def _ff_weights_swapped(x, w1, b1, w2, b2):
+    """w2 used first and w1 second (fits only when d_ff == d_model)."""
+    return torch.relu(x @ w2 + b1) @ w1 + b2
+
+
+def _ff_gelu(x, w1, b1, w2, b2):
+    """GELU (BERT, GPT) instead of the paper's ReLU, max(0, .)."""
+    return F.gelu(x @ w1 + b1) @ w2 + b2
+
+
+def _ff_relu_on_input(x, w1, b1, w2, b2):
+    """ReLU on the input instead of on the hidden layer."""
+    return (torch.relu(x) @ w1 + b1) @ w2 + b2
 
 
 # Residual sub-layer.
@@ -160,6 +269,22 @@ def _residual_pre_norm_twice(x, sublayer, norm, norm_first):
     return norm(x + sublayer(norm(x))) if norm_first else norm(x + sublayer(x))
 
 
+def _residual_post_norm_on_input(x, sublayer, norm, norm_first):
+    """Post-norm written as norm(x) + sublayer(x): the input normalised, the sum not."""
+    return x + sublayer(norm(x)) if norm_first else norm(x) + sublayer(x)
+
+
+def _residual_pre_norm_on_output(x, sublayer, norm, norm_first):
+    """Pre-norm written as x + norm(sublayer(x)): the sub-layer's output normalised (L3)."""
+    return x + norm(sublayer(x)) if norm_first else norm(x + sublayer(x))
+
+
+def _residual_sublayer_twice(x, sublayer, norm, norm_first):
+    """Pre-norm whose residual path is the sub-layer's raw output:
+    sublayer(x) + sublayer(norm(x))."""
+    return sublayer(x) + sublayer(norm(x)) if norm_first else norm(x + sublayer(x))
+
+
 # ----------------------------------------------------------------------------------------------
 # Test cases (seeded; edge cases chosen so that each buggy variant shows)
 # ----------------------------------------------------------------------------------------------
@@ -169,12 +294,13 @@ def _layer_norm_cases(g):
         return 1 + 0.5 * randn(g, d), 0.5 * randn(g, d)
 
     return [
-        Case("random (2, 3, 6)", (1 + 3 * randn(g, 2, 3, 6), *gain_and_bias(6))),
-        Case("eps=0.1, small inputs", (0.3 * randn(g, 2, 4, 5), *gain_and_bias(5)),
-             {"eps": 0.1}),
-        Case("d_model=2", (2 * randn(g, 3, 2), *gain_and_bias(2))),
-        Case("length 1", (randn(g, 1, 1, 8), *gain_and_bias(8))),
-        Case("constant features (variance 0)", (torch.full((1, 2, 4), 3.0), *gain_and_bias(4))),
+        OwnCodeCase("random (2, 3, 6)", (1 + 3 * randn(g, 2, 3, 6), *gain_and_bias(6))),
+        OwnCodeCase("eps=0.1, small inputs", (0.3 * randn(g, 2, 4, 5), *gain_and_bias(5)),
+                    {"eps": 0.1}),
+        OwnCodeCase("d_model=2", (2 * randn(g, 3, 2), *gain_and_bias(2))),
+        OwnCodeCase("length 1", (randn(g, 1, 1, 8), *gain_and_bias(8))),
+        OwnCodeCase("constant features (variance 0)",
+                    (torch.full((1, 2, 4), 3.0), *gain_and_bias(4))),
     ]
 
 
@@ -222,6 +348,20 @@ _HINT_PRE = ("pre-norm (norm_first=True) normalises the sub-layer's input and ad
              "x + sublayer(norm(x)).")
 
 
+def _ln_no_bias(x, weight, bias, eps=1e-5):
+    """The bias left out: x_hat * weight."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / (var + eps).sqrt() * weight
+
+
+def _ln_no_weight(x, weight, bias, eps=1e-5):
+    """The gain left out: x_hat + bias."""
+    mean = x.mean(dim=-1, keepdim=True)
+    var = x.var(dim=-1, keepdim=True, unbiased=False)
+    return (x - mean) / (var + eps).sqrt() + bias
+
+
 EXERCISES: dict[str, Exercise] = {
     "layer_norm": Exercise(
         reference=layer_norm,
@@ -252,12 +392,39 @@ EXERCISES: dict[str, Exercise] = {
                     "only epsilon goes under the root, and it is added: sqrt(var + eps)."),
             Pitfall("N5", "bias under the root", _ln_bias_under_root,
                     "beta is added after normalising; only epsilon goes under the root."),
+            Pitfall("N6", "no square root", _ln_no_sqrt,
+                    "divide by the standard deviation, the square root of the variance: "
+                    "(x - mean) / torch.sqrt(var + eps)."),
+            Pitfall("N7", "gain and bias swapped", _ln_gain_bias_swapped,
+                    "weight is the gain (it multiplies) and bias the shift (it is added): "
+                    "x_hat * weight + bias."),
+            Pitfall("N7", "bias before the gain", _ln_bias_before_gain,
+                    "multiply by the gain first, then add the bias: x_hat * weight + bias, not "
+                    "(x_hat + bias) * weight."),
+            Pitfall(None, "bias left out", _ln_no_bias,
+                    "end with the learned shift: x_hat * weight + bias."),
+            Pitfall(None, "gain left out", _ln_no_weight,
+                    "multiply by the learned gain before adding the bias: x_hat * weight + bias."),
+            Pitfall("N8", "mean not subtracted", _ln_no_centring,
+                    "subtract each token's mean before dividing: (x - mean) / sqrt(var + eps)."),
+            Pitfall("N8", "variance about zero", _ln_variance_about_zero,
+                    "the variance is the mean square deviation from the mean, ((x - mean) ** 2)"
+                    ".mean(-1), not the mean of x ** 2."),
+            Pitfall(None, "keepdim forgotten", _ln_no_keepdim,
+                    "keep the reduced axis: x.mean(dim=-1, keepdim=True) has shape (..., 1), "
+                    "which broadcasts against x (..., d); without keepdim it does not."),
+            Pitfall(None, "eps argument ignored", _ln_fixed_eps,
+                    "use the eps argument, not a fixed 1e-5: one case passes eps=0.1."),
+            Pitfall(None, "torch's LayerNorm", _ln_torch_shortcut,
+                    "write LayerNorm from its formula (mean, biased variance, eps inside the "
+                    "root, gain, bias): F.layer_norm and nn.LayerNorm are switched off during "
+                    "this check."),
         ),
     ),
     "feed_forward": Exercise(
         reference=feed_forward,
         make_cases=_feed_forward_cases,
-        sources=(feed_forward, FeedForward.forward),
+        sources=(feed_forward,),  # FeedForward, the module, is shown after the reference
         pitfalls=(
             Pitfall(None, "no ReLU", _ff_no_relu,
                     "apply ReLU between the two layers: relu(x @ w1 + b1) @ w2 + b2 "
@@ -267,6 +434,19 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall(None, "transposed weights", _ff_transposed_weights,
                     "check the shapes: w1 is (d_model, d_ff) and w2 is (d_ff, d_model), so use "
                     "x @ w1 (nn.Linear stores the transpose and computes x @ W.T)."),
+            Pitfall(None, "no b1", _ff_no_b1,
+                    "add the first bias inside the ReLU: relu(x @ w1 + b1)."),
+            Pitfall(None, "no b2", _ff_no_b2,
+                    "add the second bias at the end: ... @ w2 + b2."),
+            Pitfall(None, "ReLU before b1", _ff_relu_before_b1,
+                    "add b1 before the ReLU: relu(x @ w1 + b1), not relu(x @ w1) + b1."),
+            Pitfall(None, "w1 and w2 swapped", _ff_weights_swapped,
+                    "w1 (d_model, d_ff) comes first and widens, w2 (d_ff, d_model) second: "
+                    "relu(x @ w1 + b1) @ w2 + b2."),
+            Pitfall(None, "GELU", _ff_gelu,
+                    "the paper's activation is ReLU, max(0, .): torch.relu, not GELU."),
+            Pitfall(None, "ReLU on the input", _ff_relu_on_input,
+                    "the ReLU acts on the hidden layer, x @ w1 + b1, not on the input x."),
         ),
     ),
     "residual_sublayer": Exercise(
@@ -292,6 +472,12 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall(None, "pre-norm normalises the sum", _residual_pre_norm_twice,
                     "pre-norm leaves the sum un-normalised (the stack's final LayerNorm does that "
                     "once): " + _HINT_PRE),
+            Pitfall(None, "post-norm normalises the input", _residual_post_norm_on_input,
+                    "post-norm normalises the sum, not the input: " + _HINT_POST),
+            Pitfall("L3", "pre-norm normalises the output", _residual_pre_norm_on_output,
+                    "pre-norm normalises the sub-layer's input, not its output: " + _HINT_PRE),
+            Pitfall(None, "sub-layer on the residual path", _residual_sublayer_twice,
+                    "the residual path carries x itself, untouched: " + _HINT_PRE),
         ),
     ),
 }

@@ -61,6 +61,31 @@ def _embed_pe_sliced_on_features(tokens, weight, pe):
     return weight[tokens] * math.sqrt(weight.shape[1]) + pe[:, :tokens.shape[1]]
 
 
+def _embed_pe_not_sliced(tokens, weight, pe):
+    """The whole table added: fits only when L == max_len."""
+    return weight[tokens] * math.sqrt(weight.shape[1]) + pe
+
+
+def _embed_pe_sliced_by_batch(tokens, weight, pe):
+    """The table cut to the batch size B (tokens.shape[0]) instead of the length L."""
+    return weight[tokens] * math.sqrt(weight.shape[1]) + pe[:tokens.shape[0]]
+
+
+def _embed_pe_by_token(tokens, weight, pe):
+    """E2: the positional table indexed with the token ids instead of the positions."""
+    return weight[tokens] * math.sqrt(weight.shape[1]) + pe[tokens]
+
+
+def _embed_sqrt_max_len(tokens, weight, pe):
+    """The factor read from the table's length: sqrt(max_len) instead of sqrt(d_model)."""
+    return weight[tokens] * math.sqrt(pe.shape[0]) + pe[:tokens.shape[1]]
+
+
+def _embed_sqrt_length(tokens, weight, pe):
+    """The factor read from the sentence length: sqrt(L) instead of sqrt(d_model)."""
+    return weight[tokens] * math.sqrt(tokens.shape[1]) + pe[:tokens.shape[1]]
+
+
 # ----------------------------------------------------------------------------------------------
 # Test cases
 # ----------------------------------------------------------------------------------------------
@@ -92,16 +117,49 @@ def wrapped(x, sublayer, norm, pre: bool, residual: bool = True, norm_output_onl
     return skip + sublayer(norm(x)) if pre else norm(skip + sublayer(x))
 
 
-def encoder_variant(layout=None, residual=(True, True), norm_output_only=False):
+def encoder_variant(layout=None, residual=(True, True), norm_output_only=False, masked=True,
+                    order=(0, 1), norms=(1, 2), inverted=False, query_only=False,
+                    feed_forward=True):
     """An EncoderLayer whose forward has one bug; ``layout``: "pre" or "post" whatever
-    ``norm_first`` says (L1)."""
+    ``norm_first`` says (L1); ``masked`` False: the mask never reaches the attention (D4);
+    ``order`` (1, 0): the feed-forward first (L5); ``norms`` (2, 1): the LayerNorms swapped
+    (L6); ``inverted``: the mask inverted (A3); ``query_only``: pre-norm normalising only the
+    queries; ``feed_forward`` False: the second sub-layer left out."""
     def forward(self, x, mask=None):
         pre = self.norm_first if layout is None else layout == "pre"
-        x = wrapped(x, lambda y: self.dropout1(self.self_attn(y, y, y, mask)), self.norm1, pre,
-                    residual[0], norm_output_only)
-        return wrapped(x, lambda y: self.dropout2(self.feed_forward(y)), self.norm2, pre,
-                       residual[1], norm_output_only)
+        m = (None if mask is None else ~mask) if inverted else mask
+
+        def attend(y):
+            if query_only and pre:  # y is norm1(x); keys and values should be too
+                return self.dropout1(self.self_attn(y, raw, raw, m if masked else None))
+            return self.dropout1(self.self_attn(y, y, y, m if masked else None))
+
+        steps = [attend, lambda y: self.dropout2(self.feed_forward(y))]
+        for place, i in enumerate(order[:2 if feed_forward else 1]):  # norms by place, not step
+            raw = x
+            x = wrapped(x, steps[i], getattr(self, f"norm{norms[place]}"), pre, residual[place],
+                        norm_output_only)
+        return x
     return type("BuggyEncoderLayer", (EncoderLayer,), {"forward": forward})
+
+
+class RandomNormsEncoderLayer(EncoderLayer):
+    """The reference with LayerNorms whose gain and bias differ per feature and per LayerNorm
+    (the weights check loads into the learner's layer), so that swapped LayerNorms show."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        randomise_norms(self)
+
+
+def randomise_norms(module):
+    """Give every LayerNorm of ``module`` a gain near 1 and a bias near 0 that differ per feature
+    (from the global generator, which ModuleCase has seeded)."""
+    with torch.no_grad():
+        for name, child in module.named_children():
+            if name.startswith("norm"):
+                child.weight.copy_(1 + 0.3 * torch.randn_like(child.weight))
+                child.bias.copy_(0.3 * torch.randn_like(child.bias))
 
 
 def _encoder_layer_cases(g):
@@ -110,7 +168,8 @@ def _encoder_layer_cases(g):
         if padded:  # the last sentence ends two tokens early: (B, 1, 1, L)
             mask = torch.ones(batch, 1, 1, length, dtype=torch.bool)
             mask[-1, ..., -2:] = False
-        return ModuleCase(label, (randn(g, batch, length, d_model), mask), weights_of=EncoderLayer,
+        return ModuleCase(label, (randn(g, batch, length, d_model), mask),
+                          weights_of=RandomNormsEncoderLayer,
                           init=dict(d_model=d_model, num_heads=heads, d_ff=2 * d_model,
                                     dropout=0.0, norm_first=norm_first))
 
@@ -128,6 +187,22 @@ HINT_L1 = ("follow self.norm_first: post-norm is LayerNorm(x + sublayer(x)), pre
 HINT_L2 = "add the sublayer's input back: each sub-layer sits on a residual path, x + ..."
 HINT_L3 = ("normalise the sum, LayerNorm(x + sublayer(x)), not only the sub-layer's output: "
            "x + LayerNorm(sublayer(x)) lets the residual stream grow unnormalised.")
+
+HINT_D4 = ("pass the mask to the attention: self.self_attn(q, k, v, mask); without it the real "
+           "tokens attend to the padding.")
+HINT_L6 = ("each sub-layer has its own LayerNorm: norm1 with the first sub-layer, norm2 with the "
+           "second (and norm3 with the third), in the order of the __init__.")
+
+
+def _embed_pe_row_per_sentence(tokens, weight, pe):
+    """Row b of the table for every position of sentence b: ``pe[:B][:, None]``."""
+    return weight[tokens] * math.sqrt(weight.shape[1]) + pe[:tokens.shape[0]][:, None]
+
+
+def _embed_pe_from_1(tokens, weight, pe):
+    """Rows 1..L of the table: the first position gets the encoding of position 1."""
+    L = tokens.shape[1]
+    return weight[tokens] * math.sqrt(weight.shape[1]) + pe[1:L + 1]
 
 
 EXERCISES: dict[str, Exercise] = {
@@ -152,6 +227,26 @@ EXERCISES: dict[str, Exercise] = {
                     "(weight.shape[0] is the vocabulary size)."),
             Pitfall("P4", "pe sliced on the features", _embed_pe_sliced_on_features,
                     "slice positions, not features: pe[:L] takes the first L rows."),
+            Pitfall("E1", "pe not sliced", _embed_pe_not_sliced,
+                    "add only the first L rows of the table, pe[:L] with L = tokens.shape[1]: "
+                    "pe has max_len rows."),
+            Pitfall("E1", "pe sliced by the batch size", _embed_pe_sliced_by_batch,
+                    "L is the length, tokens.shape[1]; tokens.shape[0] is the batch size B."),
+            Pitfall("E1", "one row per sentence", _embed_pe_row_per_sentence,
+                    "each position gets its own row: pe[:L] (L = tokens.shape[1]) broadcasts "
+                    "over the batch; pe[:B][:, None] gives every position of sentence b row b."),
+            Pitfall("E1", "rows 1..L", _embed_pe_from_1,
+                    "positions count from 0: the first token gets row 0, so add pe[:L], not "
+                    "pe[1:L + 1]."),
+            Pitfall("E2", "positions looked up by token id", _embed_pe_by_token,
+                    "position p gets row p of pe: add pe[:L] (the positions 0..L-1), not "
+                    "pe[tokens] (rows picked by the token ids)."),
+            Pitfall(None, "sqrt(max_len)", _embed_sqrt_max_len,
+                    "the factor is sqrt(d_model), the width weight.shape[1]; pe.shape[0] is "
+                    "max_len."),
+            Pitfall(None, "sqrt(L)", _embed_sqrt_length,
+                    "the factor is sqrt(d_model), the width weight.shape[1], not the square "
+                    "root of the sentence length."),
         ),
     ),
     "encoder_layer": Exercise(
@@ -167,6 +262,19 @@ EXERCISES: dict[str, Exercise] = {
                     encoder_variant(residual=(True, False)), HINT_L2),
             Pitfall("L3", "LayerNorm on the sub-layer's output only",
                     encoder_variant(norm_output_only=True), HINT_L3),
+            Pitfall("D4", "mask not passed", encoder_variant(masked=False), HINT_D4),
+            Pitfall("A3", "mask inverted", encoder_variant(inverted=True),
+                    "in this course True means may attend: pass the mask as it is, no ~mask."),
+            Pitfall("L5", "feed-forward first", encoder_variant(order=(1, 0)),
+                    "self-attention comes first, then the feed-forward network."),
+            Pitfall("L6", "LayerNorms swapped", encoder_variant(norms=(2, 1)), HINT_L6),
+            Pitfall(None, "pre-norm normalises only the queries",
+                    encoder_variant(query_only=True),
+                    "in pre-norm the whole input of the sub-layer is normalised: n = "
+                    "self.norm1(x), then self.self_attn(n, n, n, mask)."),
+            Pitfall(None, "feed-forward left out", encoder_variant(feed_forward=False),
+                    "an encoder layer has two sub-layers: after self-attention comes "
+                    "self.feed_forward, with norm2, dropout2 and its own residual path."),
         ),
     ),
 }

@@ -38,7 +38,8 @@ def _ranked(scores, count, row=None):
 
 def _step_with(scores=lambda sums, log_probs: sums[:, None] + log_probs, window=None,
                per_hypothesis=False, obey_last_step=True, eos_ends=True, eos_kept=True,
-               rank_limit=True):
+               rank_limit=True, ended_reversed=False, kept_limit=True, divmod_swapped=False,
+               lists_swapped=False):
     """``beam_step`` with one mistake: another score (D1, or not cumulative), only the
     ``beam_size`` best looked at (``window``), the best of each hypothesis on its own (D10), the
     last step treated as any other, an EOS candidate left in the beam or dropped (D2), or an
@@ -52,6 +53,9 @@ def _step_with(scores=lambda sums, log_probs: sums[:, None] + log_probs, window=
                              _ranked(table, -(-beam_size // n), row)), key=lambda c: -c[2])
         else:
             ranked = _ranked(table, beam_size + n if window is None else window(beam_size, n))
+        if divmod_swapped:  # row = index % n, token = index // n
+            V = table.shape[1]
+            ranked = [((r * V + t) % n, (r * V + t) // n, v) for r, t, v in ranked]
         last_step = last_step and obey_last_step
         ended, kept = [], []
         for rank, (row, token, s) in enumerate(ranked):
@@ -60,9 +64,10 @@ def _step_with(scores=lambda sums, log_probs: sums[:, None] + log_probs, window=
                     ended.append((row, token, s))
             elif token == eos_id and not eos_kept:
                 continue  # D2: dropped, neither ended nor kept
-            elif len(kept) < beam_size:
+            elif len(kept) < beam_size or not kept_limit:
                 kept.append((row, token, s))
-        return ended, kept
+        ended = ended[::-1] if ended_reversed else ended
+        return (kept, ended) if lists_swapped else (ended, kept)
 
     return step
 
@@ -155,40 +160,73 @@ class _CachedDecodingCase(Case):
     which must equal the uncached ``model.decode`` (teacher forcing)."""
 
     prefill: int = 1
+    sizes: tuple = ()  # the sizes of the chunks after the prefill (default: 1 each)
 
     def run(self, layer_fn):
         model, src, tokens, src_mask = self.args
         T = tokens.shape[1]
-        chunks = [tokens[:, :self.prefill]] + [tokens[:, t:t + 1] for t in range(self.prefill, T)]
+        sizes = list(self.sizes) or [1] * (T - self.prefill)
+        starts = [self.prefill + sum(sizes[:j]) for j in range(len(sizes))]
+        chunks = [tokens[:, :self.prefill]] + [tokens[:, a:a + n]
+                                               for a, n in zip(starts, sizes, strict=True)]
         logits = []
-        with eval_mode(model):
-            memory = model.encode(src, src_mask)
-            cache = KVCache(len(model.decoder.layers))
-            for chunk in chunks:
-                x = model.tgt_embed(chunk) * math.sqrt(model.d_model)
-                x = model.positional(x, start=cache.length)  # positions count on
-                for i, layer in enumerate(model.decoder.layers):
-                    x = layer_fn(layer, x, memory, src_mask, cache, i)
-                    if not torch.is_tensor(x):
-                        return x  # None, a string...: reported as it is
-                cache.length += chunk.shape[1]
-                logits.append(model.generator(x))  # (B, len(chunk), V)
+        layers = model.decoder.layers
+        projected = [0] * len(layers)  # calls of each cross-attention's W_K
+        hooks = [layer.cross_attn.w_k.register_forward_hook(
+            lambda *_, i=i: projected.__setitem__(i, projected[i] + 1))
+            for i, layer in enumerate(layers)]
+        try:
+            with eval_mode(model):
+                memory = model.encode(src, src_mask)
+                cache = KVCache(len(layers))
+                for chunk in chunks:
+                    x = model.tgt_embed(chunk) * math.sqrt(model.d_model)
+                    x = model.positional(x, start=cache.length)  # positions count on
+                    for i, layer in enumerate(layers):
+                        x = layer_fn(layer, x, memory, src_mask, cache, i)
+                        if not torch.is_tensor(x):
+                            return x  # None, a string...: reported as it is
+                        _check_cache_use(cache, i, cache.length + chunk.shape[1], projected[i])
+                    cache.length += chunk.shape[1]
+                    logits.append(model.generator(x))  # (B, len(chunk), V)
+        finally:
+            for hook in hooks:
+                hook.remove()
         return torch.cat(logits, dim=1)
 
 
+def _check_cache_use(cache, i, length, projections):
+    """After layer ``i`` saw ``length`` positions in all: its cache holds their keys and values,
+    and the memory's were projected once."""
+    kv = cache.self_kv[i]
+    if kv is None or not torch.is_tensor(kv[0]):
+        raise ValueError(f"cache.self_kv[{i}] is empty after the call: store the keys and "
+                         "values of every position so far there")
+    if kv[0].dim() != 4 or kv[0].shape[2] != length:
+        raise ValueError(f"cache.self_kv[{i}] holds keys of shape {tuple(kv[0].shape)} after "
+                         f"{length} positions; expected (B, h, {length}, d_k)")
+    if cache.cross_kv[i] is None:
+        raise ValueError(f"cache.cross_kv[{i}] is empty after the call: project the memory's "
+                         "keys and values once, into it, then reuse them")
+    if projections > 1:
+        raise ValueError(f"layer {i} projected the memory's keys {projections} times: "
+                         f"project them once, into cache.cross_kv[{i}], then reuse them")
+
+
 def _kv_cases(g):
-    def case(label, seed, batch=2, steps=6, prefill=1, layers=2):
+    def case(label, seed, batch=2, steps=6, prefill=1, layers=2, sizes=()):
         model, src = small_model(seed, (batch, 5), eos_bias=0.0, layers=layers)
         tokens = torch.randint(3, 12, (batch, steps), generator=g)
         src[-1, 3:] = 0  # the last source sentence is padded
         tokens[:, 0] = 1  # BOS first
         return _CachedDecodingCase(label, (model, src, tokens, padding_mask(src, 0)),
-                                   prefill=prefill)
+                                   prefill=prefill, sizes=sizes)
 
     return [
         case("2 layers, 6 tokens one at a time", 0),
         case("3 tokens at once (a prefill), then 3 one at a time", 1, prefill=3),
         case("one layer, one sentence, 4 tokens", 2, batch=1, steps=4, layers=1),
+        case("2 tokens, then 3 at once after them, then 1", 3, prefill=2, sizes=(3, 1)),
     ]
 
 
@@ -249,6 +287,16 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall(None, "an ending outside the beam_size best", _step_with(rank_limit=False),
                     "a candidate that ends counts only if it is among the beam_size best "
                     "candidates of all: one ranked lower would have been pruned."),
+            Pitfall(None, "ended worst first", _step_with(ended_reversed=True),
+                    "return both lists best first, in the order of the ranking."),
+            Pitfall(None, "kept not limited", _step_with(kept_limit=False),
+                    "kept holds at most beam_size candidates, the best ones that do not end: "
+                    "it is the next beam."),
+            Pitfall(None, "divmod swapped", _step_with(divmod_swapped=True),
+                    "an index i of the flattened (n, V) table is row i // V, token i % V: "
+                    "divmod(i, V)."),
+            Pitfall(None, "the two lists swapped", _step_with(lists_swapped=True),
+                    "return (ended, kept): the finished candidates first, then the next beam."),
             Pitfall(None, "the last step treated as any other", _step_with(obey_last_step=False),
                     "at the last step (last_step=True) every candidate ends, whatever its token: "
                     "the beam_size best go to ended, and kept is empty."),
@@ -265,6 +313,24 @@ EXERCISES: dict[str, Exercise] = {
                     "position 0 always predicts the first word."),
             Pitfall("D6", "no padding after EOS", greedy_with(pad_after_eos=False), _HINT_D6),
             Pitfall("D6", "no early stop", greedy_with(stop_early=False), _HINT_D6),
+            Pitfall("D6", "rows padded with 0 after EOS", greedy_with(fill=0),
+                    "after EOS a row gets eos_id again (as helpers.decoding does), not 0: "
+                    "token.masked_fill(finished, eos_id)."),
+            Pitfall(None, "stops when any row ends", greedy_with(stop_any=True),
+                    "stop when every row has produced eos_id (finished.all()), not when the "
+                    "first one does: the other rows are not done."),
+            Pitfall("D4", "no padding mask", greedy_with(mask=False),
+                    "pass src_mask to model.encode and to every model.decode: without it the "
+                    "padded sentence reads its pads, and its translation depends on the batch."),
+            Pitfall(None, "a step short", greedy_with(extra_steps=-1),
+                    "run up to max_len steps: for _ in range(max_len) appends max_len tokens to a "
+                    "row that never ends, (B, 1 + max_len) in all."),
+            Pitfall(None, "the newest token alone", greedy_with(last_only=True),
+                    "without a cache, feed model.decode all the tokens so far, ys, not only the "
+                    "newest: the decoder needs the whole prefix (the KV cache of section 6 is "
+                    "what lets a step feed one token)."),
+            Pitfall(None, "argmin", greedy_with(argmin=True),
+                    "take the most likely token: argmax over the vocabulary, not argmin."),
             Pitfall("D7", "BOS dropped", greedy_with(keep_bos=False),
                     "the output starts with BOS, like the decoder's input: return the whole "
                     "(B, 1 + steps) tensor."),
@@ -284,6 +350,38 @@ EXERCISES: dict[str, Exercise] = {
                     "the new token may see every stored position, but several new tokens at once "
                     "(a prefill) see each other causally: mask with the last T rows of "
                     "causal_mask(t + T)."),
+            Pitfall("D9", "the look-ahead mask's first rows", cached_layer_with(mask="first"),
+                    "the new tokens are the LAST T of the t + T positions: take the last T rows "
+                    "of the look-ahead mask, causal_mask(t + T)[None, None, t:]."),
+            Pitfall("D9", "a (T, T) look-ahead mask", cached_layer_with(mask="square"),
+                    "the new tokens' queries meet the keys of all t + T positions: the mask is "
+                    "(1, 1, T, t + T), the last T rows of causal_mask(t + T)."),
+            Pitfall("D12", "a 2-D look-ahead mask", cached_layer_with(mask="2d"),
+                    "give the mask four axes, (1, 1, T, t + T): causal_mask(t + T)[None, None, t:] "
+                    "(the course's attention refuses a 2-D mask, which could pass for a (B, L) "
+                    "padding mask)."),
+            Pitfall("D8", "keys never stored", cached_layer_with(store=False),
+                    "store the keys and values in cache.self_kv[i] = (k, v), the earlier "
+                    "positions' and the new ones': the next call reads them there."),
+            Pitfall("D13", "the memory projected at every call", cached_layer_with(
+                cross="every call"),
+                    "project the memory's keys and values once, at the first call, into "
+                    "cache.cross_kv[i], and reuse them at every later call: that is half of "
+                    "what the cache saves."),
+            Pitfall(None, "the memory projected with the self-attention's weights",
+                    cached_layer_with(cross="self"),
+                    "the memory's keys and values come from the cross-attention's projections: "
+                    "_keys_values(layer.cross_attn, memory)."),
+            Pitfall("D4", "no memory mask", cached_layer_with(memory_mask=False),
+                    "pass memory_mask to the cross-attention: without it the new tokens read "
+                    "the padded source positions."),
+            Pitfall(None, "extended along another axis", cached_layer_with(dim=1),
+                    "the positions are axis 2 of the (B, h, t, d_k) keys and values: torch.cat "
+                    "along dim=2."),
+            Pitfall("L2", "no residual around the self-attention",
+                    cached_layer_with(residual=False),
+                    "keep the layer's residual paths: norm1(x + self_attention(x)), as "
+                    "DecoderLayer does (post-norm here)."),
         ),
     ),
     "beam_search": Exercise(
@@ -299,6 +397,22 @@ EXERCISES: dict[str, Exercise] = {
             Pitfall("D10", "best candidates beam by beam", beam_with(per_beam=True),
                     "choose the best k among all beams' candidates at once (topk over the "
                     "flattened (n * V) scores), not the best of one beam, then the next."),
+            Pitfall(None, "length without EOS", beam_with(length_offset=-1),
+                    "the length in the penalty counts the <eos>: len(tokens) ** length_penalty, "
+                    "with eos_id in tokens."),
+            Pitfall(None, "BOS in the tokens", beam_with(keep_bos=True),
+                    "leave <bos> out of a finished hypothesis' tokens: only the generated ids, "
+                    "ending with eos_id."),
+            Pitfall(None, "not sorted", beam_with(ranked=False),
+                    "return the finished hypotheses best first: sorted by score, highest first."),
+            Pitfall(None, "more than beam_size", beam_with(limit=False),
+                    "return beam_size of them at most: the best beam_size finished hypotheses."),
+            Pitfall(None, "no last step", beam_with(last_step=False),
+                    "pass last_step=True to beam_step at step max_len: there every candidate "
+                    "ends, so hypotheses that never reached eos_id are not lost."),
+            Pitfall(None, "EOS left out of the tokens", beam_with(keep_eos=False),
+                    "keep eos_id at the end of a finished hypothesis' tokens: it is a token the "
+                    "model chose, and the length counts it."),
             Pitfall("D11", "length penalty left out of the ranking", beam_with(penalise=False),
                     "compare finished hypotheses with the same length penalty: score = sum of "
                     "log p / length ** length_penalty, for every finished hypothesis."),

@@ -14,22 +14,28 @@ from ..model import TransformerConfig, build_model
 from .engine import Case
 
 
-def greedy_with(position=-1, pad_after_eos=True, stop_early=True, keep_bos=True):
+def greedy_with(position=-1, pad_after_eos=True, stop_early=True, keep_bos=True, fill=None,
+                stop_any=False, mask=True, extra_steps=0, last_only=False, argmin=False):
     """Greedy decoding (without a cache) with one mistake: the first position's logits (D5),
-    finished rows not padded or decoding not stopped (D6), BOS left out of the output (D7)."""
+    finished rows not padded (or padded with 0) or decoding not stopped (D6), BOS left out of
+    the output (D7), no padding mask (D4); or a stop when any row ends, a step short, the newest
+    token fed alone without a cache, the argmin."""
 
     def greedy(model, src, max_len, bos_id, eos_id, src_mask=None):
+        src_mask = src_mask if mask else None
         with eval_mode(model):
             memory = model.encode(src, src_mask)
             ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long)
             finished = torch.zeros(src.shape[0], dtype=torch.bool)
-            for _ in range(max_len):
-                token = model.decode(ys, memory, src_mask)[:, position].argmax(dim=-1)
+            for _ in range(max_len + extra_steps):
+                logits = model.decode(ys[:, -1:] if last_only else ys, memory, src_mask)
+                logits = logits[:, position]
+                token = logits.argmin(dim=-1) if argmin else logits.argmax(dim=-1)
                 if pad_after_eos:
-                    token = token.masked_fill(finished, eos_id)
+                    token = token.masked_fill(finished, eos_id if fill is None else fill)
                 ys = torch.cat([ys, token[:, None]], dim=1)
                 finished |= token == eos_id
-                if stop_early and finished.all():
+                if stop_early and (finished.any() if stop_any else finished.all()):
                     break
         return ys if keep_bos else ys[:, 1:]
 
@@ -50,34 +56,53 @@ def small_model(seed, src_shape, eos_bias=1.0, layers=1):
         return model, torch.randint(3, 12, src_shape)
 
 
-def cached_layer_with(extend=True, mask_new=True):
+def cached_layer_with(extend=True, mask_new=True, mask="rows", store=True, cross="cached",
+                      memory_mask=True, dim=2, residual=True):
     """``cached_decoder_layer`` with one mistake: the cache replaced by the new keys and values
-    instead of extended (D8), or no look-ahead mask among several new tokens (D9)."""
+    instead of extended (D8), no look-ahead mask among several new tokens (D9); or a 2-D mask, a
+    (T, T) one, its first T rows instead of its last; the keys never stored; the memory's keys
+    and values projected at every call, or with the self-attention's projections; no memory
+    mask; the cache extended along another axis; no residual around the self-attention."""
 
-    def layer_fn(layer, x, memory, memory_mask, cache, i):
+    def layer_fn(layer, x, memory, memory_mask_, cache, i):
         def self_attention(y):
             k, v = _keys_values(layer.self_attn, y)  # (B, h, T, d_k)
             if extend and cache.self_kv[i] is not None:
-                k = torch.cat([cache.self_kv[i][0], k], dim=2)
-                v = torch.cat([cache.self_kv[i][1], v], dim=2)
-            cache.self_kv[i] = (k, v)
+                k = torch.cat([cache.self_kv[i][0], k], dim=dim)
+                v = torch.cat([cache.self_kv[i][1], v], dim=dim)
+            if store:
+                cache.self_kv[i] = (k, v)
             t, T = k.shape[2], y.shape[1]
-            mask = causal_mask(t)[None, None, t - T:] if mask_new else None
-            return _attend(layer.self_attn, y, k, v, mask)
+            full = causal_mask(t)
+            chosen = {"rows": full[t - T:], "2d": full[t - T:], "first": full[:T],
+                      "square": causal_mask(T)}[mask]
+            chosen = chosen if mask_new else None
+            chosen = chosen[None, None] if chosen is not None and mask != "2d" else chosen
+            if mask == "2d":
+                chosen = full[t - T:]
+            return _attend(layer.self_attn, y, k, v, chosen)
 
         def cross_attention(y):
-            if cache.cross_kv[i] is None:
-                cache.cross_kv[i] = _keys_values(layer.cross_attn, memory)
-            return _attend(layer.cross_attn, y, *cache.cross_kv[i], memory_mask)
+            projections = layer.self_attn if cross == "self" else layer.cross_attn
+            if cross == "every call":
+                kv = _keys_values(projections, memory)
+            else:
+                if cache.cross_kv[i] is None:
+                    cache.cross_kv[i] = _keys_values(projections, memory)
+                kv = cache.cross_kv[i]
+            return _attend(layer.cross_attn, y, *kv, memory_mask_ if memory_mask else None)
 
-        x = layer.norm1(x + self_attention(x))  # the cases' model is post-norm
+        h = self_attention(x)
+        x = layer.norm1(x + h if residual else h)  # the cases' model is post-norm
         x = layer.norm2(x + cross_attention(x))
         return layer.norm3(x + layer.feed_forward(x))
 
     return layer_fn
 
 
-def beam_with(probabilities=False, keep_finished=True, per_beam=False, penalise=True):
+def beam_with(probabilities=False, keep_finished=True, per_beam=False, penalise=True,
+              length_offset=0, keep_bos=False, ranked=True, limit=True, last_step=True,
+              keep_eos=True):
     """Beam search with one mistake: probabilities added instead of log-probabilities (D1),
     finished hypotheses thrown away (D2), candidates taken beam by beam instead of best overall
     (D10), finished hypotheses ranked without the length penalty (D11)."""
@@ -103,10 +128,14 @@ def beam_with(probabilities=False, keep_finished=True, per_beam=False, penalise=
                 keep_rows, keep_tokens, keep_sums = [], [], []
                 for rank, (s, i) in enumerate(zip(top.tolist(), index.tolist(), strict=True)):
                     row, token = divmod(i, V)
-                    hypothesis = tokens[row, 1:].tolist() + [token]
-                    if token == eos_id or step == max_len:
+                    hypothesis = tokens[row, 0 if keep_bos else 1:].tolist() + [token]
+                    if token == eos_id or (step == max_len and last_step):
                         if rank < beam_size and (keep_finished or step == max_len):
-                            finished.append((hypothesis, s / step ** alpha))
+                            length = step + length_offset
+                            if token == eos_id and not keep_eos:
+                                hypothesis = hypothesis[:-1]
+                            finished.append((hypothesis,
+                                             s / length ** alpha if length else s))
                     elif len(keep_rows) < beam_size:
                         keep_rows.append(row)
                         keep_tokens.append(token)
@@ -115,8 +144,9 @@ def beam_with(probabilities=False, keep_finished=True, per_beam=False, penalise=
                     break
                 tokens = torch.cat([tokens[keep_rows], torch.tensor(keep_tokens)[:, None]], 1)
                 sums = torch.tensor(keep_sums)
-        finished.sort(key=lambda pair: pair[1], reverse=True)
-        return finished[:beam_size]
+        if ranked:
+            finished.sort(key=lambda pair: pair[1], reverse=True)
+        return finished[:beam_size] if limit else finished
 
     return search
 

@@ -1,5 +1,5 @@
-"""Notebook 11's exercises: reading attention maps (``attention_entropy`` and
-``source_alignment``) and removing a head (``zero_head``).
+"""Notebook 11's exercises: reading attention maps (``source_alignment``: I3, and
+``attention_entropy``: I1, I2) and removing a head (``zero_head``: I4).
 """
 
 import torch
@@ -71,7 +71,7 @@ EXERCISES: dict[str, Exercise] = {
         sources=(attention_entropy,),
         outputs=("entropy",),
         pitfalls=(
-            Pitfall(None, "log of exact zeros", lambda w: -(w * w.log2()).sum(dim=-1),
+            Pitfall("I1", "log of exact zeros", lambda w: -(w * w.log2()).sum(dim=-1),
                     "0 * log(0) is NaN in floating point: a masked key (weight 0) must add 0. "
                     "Clamp the weights to a tiny positive number before the log (or use "
                     "torch.xlogy)."),
@@ -81,10 +81,27 @@ EXERCISES: dict[str, Exercise] = {
                     lambda w: -(w * w.clamp_min(1e-38).log()).sum(dim=-1),
                     "notebook 11 measures entropy in bits (log2, as in section 6's table), so a "
                     "uniform head over Lk keys scores log2(Lk), not the natural log(Lk)."),
-            Pitfall(None, "summed over the queries",
+            Pitfall("I2", "summed over the queries",
                     lambda w: -(w * w.clamp_min(1e-38).log2()).sum(dim=-2),
                     "each query has its own distribution over the KEYS (the last axis): sum "
                     "there."),
+            Pitfall(None, "log10", lambda w: -(w * w.clamp_min(1e-38).log10()).sum(dim=-1),
+                    "entropy in bits uses log2: a uniform row over Lk keys scores log2(Lk)."),
+            Pitfall(None, "the weight left out", lambda w: -w.log2().sum(dim=-1),
+                    "each key's -log2(w) counts with its weight w: -sum w log2 w. Without the "
+                    "factor w, a masked key (w = 0) gives an infinite entropy."),
+            Pitfall(None, "a mean over the keys",
+                    lambda w: -(w * w.clamp_min(1e-38).log2()).mean(dim=-1),
+                    "entropy is a SUM over the keys, -sum w log2 w, not a mean: a mean divides "
+                    "it by Lk."),
+            Pitfall(None, "the key axis kept",
+                    lambda w: -(w * w.clamp_min(1e-38).log2()).sum(dim=-1, keepdim=True),
+                    "return one number per query, (..., Lq): sum over the keys without "
+                    "keepdim=True."),
+            Pitfall(None, "one number per map",
+                    lambda w: -(w * w.clamp_min(1e-38).log2()).sum(dim=(-2, -1)),
+                    "each query has its own entropy: sum over the keys only (dim=-1), "
+                    "not over the whole map."),
         ),
     ),
     "source_alignment": Exercise(
@@ -93,11 +110,18 @@ EXERCISES: dict[str, Exercise] = {
         sources=(source_alignment,),
         outputs=("alignment",),
         pitfalls=(
-            Pitfall(None, "argmax over the targets", lambda w: w.argmax(dim=0),
+            Pitfall("I3", "argmax over the targets", lambda w: w.argmax(dim=0),
                     "each row of a cross-attention map is one TARGET word's weights over the "
                     "source words: take the argmax along the last axis (dim=-1)."),
             Pitfall(None, "the weight instead of its position", lambda w: w.max(dim=-1).values,
                     "return WHERE the largest weight is (an index: argmax), not how large it is."),
+            Pitfall(None, "argmin", lambda w: w.argmin(dim=-1),
+                    "the aligned source word is the one with the LARGEST weight: argmax."),
+            Pitfall(None, "argmax of the whole map", lambda w: w.argmax(),
+                    "argmax without dim flattens the map and returns one number: give it "
+                    "dim=-1, one answer per target word (row)."),
+            Pitfall(None, "the source axis kept", lambda w: w.argmax(dim=-1, keepdim=True),
+                    "return shape (T,): argmax(dim=-1) without keepdim=True."),
         ),
     ),
     "zero_head": Exercise(
@@ -106,7 +130,7 @@ EXERCISES: dict[str, Exercise] = {
         sources=(zero_head,),
         outputs=("merged",),
         pitfalls=(
-            Pitfall(None, "every num_heads-th feature",
+            Pitfall("I4", "every num_heads-th feature",
                     lambda x, head, h: _zeroed(x, slice(head, None, h)),
                     "merge_heads (notebook 03) puts the heads side by side, not interleaved: "
                     "head i owns the d_k features i * d_k to (i + 1) * d_k - 1."),
@@ -117,6 +141,21 @@ EXERCISES: dict[str, Exercise] = {
                     lambda x, head, h: x - zero_head(x, head, h),
                     "ablation removes ONE head and keeps the others: set the chosen head's "
                     "features to 0, leave the rest as they are."),
+            Pitfall(None, "one feature too many",
+                    lambda x, head, h: _zeroed(x, slice(head * (x.shape[-1] // h),
+                                                        (head + 1) * (x.shape[-1] // h) + 1)),
+                    "Python slices leave out their end: head i owns features "
+                    "i * d_k ... (i + 1) * d_k - 1, the slice [i * d_k:(i + 1) * d_k]."),
+            Pitfall(None, "heads counted from 1",
+                    lambda x, head, h: _zeroed(x, slice((head - 1) * (x.shape[-1] // h),
+                                                        head * (x.shape[-1] // h))),
+                    "heads are counted from 0: head 0 owns the first d_k features, "
+                    "[0:d_k]; head i starts at i * d_k."),
+            Pitfall(None, "d_k from the wrong axis",
+                    lambda x, head, h: _zeroed(x, slice(head * (x.shape[1] // h),
+                                                        (head + 1) * (x.shape[1] // h))),
+                    "d_k = d_model / num_heads, with d_model the LAST axis, merged.shape[-1] "
+                    "(axis 1 holds the L positions)."),
             Pitfall(None, "a position zeroed",
                     lambda x, head, h: _zeroed(x.transpose(1, 2), head).transpose(1, 2),
                     "the heads were merged into the LAST axis (the features); axis 1 holds the "

@@ -1,6 +1,12 @@
 """Notebook 12's generation exercise, ``generate_tokens`` (the loop with the KV cache's prefill:
-G7, G8, D5, D6): its cases, tiny GPTs continuing prompts, and the buggy loops its checker knows.
-Its :class:`~helpers.exercises.engine.Exercise` is in ``nb12.py``.
+G7, G8, G9, D5, D6): its cases, tiny GPTs continuing prompts, and the buggy loops its checker
+knows. Its :class:`~helpers.exercises.engine.Exercise` is in ``nb12.py``.
+
+A case returns two things: the tokens, and the model's calls, ``(tokens fed, start)`` of each,
+read where every pass through the model starts (``model.embed_tokens``, which ``cached_forward``
+and ``GPT.forward`` both call). So a loop whose tokens are right but that does not use the cache
+as the text asks (the prompt fed one token at a time, or the whole sequence recomputed at every
+step) is refused, and named.
 """
 
 from dataclasses import dataclass, field
@@ -35,14 +41,34 @@ class GenerateCase(Case):
             model.head.weight = torch.nn.Parameter(torch.randn(VOCAB, self.config.d_model))
             model.head.bias[EOS_ID] += self.eos_bias
             generator = torch.Generator().manual_seed(self.sample_seed)
-            return fn(model, *self.args, **{**self.kwargs, "generator": generator})
+            calls = []
+            embed = model.embed_tokens
+
+            def recorded(tokens, start=0):  # every pass through the model starts here
+                calls.append((int(tokens.shape[1]), int(start)))
+                return embed(tokens, start)
+
+            model.embed_tokens = recorded
+            tokens = fn(model, *self.args, **{**self.kwargs, "generator": generator})
+        if not torch.is_tensor(tokens) or tokens.dim() != 2:
+            return tokens  # for the usual messages about what was returned
+        # the calls that made the new tokens (one more, after the last token, is harmless)
+        made = max(tokens.shape[1] - self.args[0].shape[1], 0)
+        calls = (calls + [(-1, -1)] * made)[:made]  # (-1, -1): no call for that token
+        return tokens, torch.tensor(calls, dtype=torch.long).reshape(made, 2)
 
 
 def generate_uncached(model, prompt, max_new, temperature=0.0, generator=None):
     """:func:`helpers.gpt.generate_tokens` WITHOUT the cache: the tokens the cached loop must
-    give."""
+    give (a slip: it runs the whole sequence through the model at every step)."""
     return generate_tokens(model, prompt, max_new, temperature, generator=generator,
                            use_cache=False)
+
+
+def generate_cached(model, prompt, max_new, temperature=0.0, generator=None):
+    """:func:`helpers.gpt.generate_tokens` with the cache, in the learner's signature: the
+    reference, whose tokens are those of :func:`generate_uncached` (a test checks it)."""
+    return generate_tokens(model, prompt, max_new, temperature, generator=generator)
 
 
 def generate_cases(g):
@@ -68,25 +94,32 @@ def generate_cases(g):
     ]
 
 
-def loop_with(position="last", start="right", prefill=True, refeed=False, keep_eos=True,
-          stop="all", limit=True, use_generator=True):
+def loop_with(position="last", start="right", prefill="whole", refeed=False, keep_eos=True,
+              stop="all", limit=True, use_generator=True):
     """The reference loop with one thing wrong: the logits of the first position (D5), the
-    new token's ``start`` at 0 or one too far (G7), no prefill (G8), the whole sequence fed
-    again with the cache, finished rows not kept at ``<eos>`` or the loop stopped at the first
-    one (D6), ``max_len`` ignored, the generator not passed on."""
+    new token's ``start`` at 0, one too far or too early, or counting the new tokens only
+    (G7), no prefill (G8) or a prefill one token at a time (G9), the whole sequence fed again
+    with the cache, finished rows not kept at ``<eos>`` or the loop stopped at the first one
+    (D6), ``max_len`` ignored, the generator not passed on."""
     def loop(model, prompt, max_new, temperature=0.0, generator=None):
         out, cache = prompt, [None] * len(model.blocks)
         finished = torch.zeros(len(prompt), dtype=torch.bool)
         steps = min(max_new, model.config.max_len - prompt.shape[1]) if limit else max_new
         for _ in range(steps):
-            if refeed:
-                new, at = out, 0
-            elif cache[0] is None:
-                new, at = (out, 0) if prefill else (out[:, -1:], out.shape[1] - 1)
+            if cache[0] is None and prefill == "one by one":  # G9: P calls of one token
+                for t in range(out.shape[1]):
+                    logits = cached_forward(model, out[:, t:t + 1], cache, t)
             else:
-                new, at = out[:, -1:], out.shape[1] - 1
-            at = {"right": at, "zero": 0, "after": at + 1}[start]
-            logits = cached_forward(model, new, cache, at)
+                if refeed:
+                    new, at = out, 0
+                elif cache[0] is None:
+                    new, at = (out, 0) if prefill == "whole" else (out[:, -1:], out.shape[1] - 1)
+                else:
+                    new, at = out[:, -1:], out.shape[1] - 1
+                    at = {"right": at, "zero": 0, "after": at + 1, "before": at - 1,
+                          "new only": at - prompt.shape[1] + 1,
+                          "new before": at - prompt.shape[1]}[start]
+                logits = cached_forward(model, new, cache, at)
             logits = logits[:, -1] if position == "last" else logits[:, 0]
             next_token = sample_next(logits, temperature,
                                      generator=generator if use_generator else None)
@@ -101,8 +134,14 @@ def loop_with(position="last", start="right", prefill=True, refeed=False, keep_e
 
 
 HINT_START = ("a new token sits at position t, the number of tokens before it: pass "
-               "start = out.shape[1] - 1 for the newest token (0 for the prefill), so that its "
-               "positional encoding and its row of the causal mask are the right ones.")
+              "start = out.shape[1] - 1 for the newest token (0 for the prefill), so that its "
+              "positional encoding and its row of the causal mask are the right ones.")
+HINT_START_OFF = ("the newest token's start is one off: it sits at position out.shape[1] - 1 "
+                  "(the tokens before it, prompt included), not out.shape[1] or "
+                  "out.shape[1] - 2. The last column of the calls shows the starts you passed.")
+HINT_START_NEW = ("your start counts only the new tokens and forgets the prompt's P tokens: "
+                  "the newest token sits at position out.shape[1] - 1, which counts the prompt "
+                  "too (the cache already holds P + ... positions).")
 HINT_D6 = ("once a row has written <eos>, every later token of that row is <eos> (sample_next "
             "still runs for it: replace its token), and the loop stops when EVERY row has "
             "written <eos>.")

@@ -24,6 +24,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ..data import PAD_ID, make_batch
 from ..distributed import average_gradients, rank_loss, spawn
 from ..model import TransformerConfig, build_model
+from .compare import _raised_by_course
 from .engine import Case, Exercise, Pitfall
 from .stubs import is_stub
 
@@ -112,12 +113,16 @@ class Failure:
     kind: str
     message: str
     collective: str | None = None
+    course: bool = False  # raised by the course's own code (helpers/): given whole
 
     def error(self) -> BaseException:
         kind = getattr(builtins, self.kind, None)  # ValueError, NameError, ...: the same again
         if isinstance(kind, type) and issubclass(kind, (Exception, SystemExit)):
-            return kind(self.message)
-        return RuntimeError(f"{self.kind}: {self.message}")
+            error = kind(self.message)
+        else:
+            error = RuntimeError(f"{self.kind}: {self.message}")
+        error.whole = self.course
+        return error
 
 
 def _portable(fn):
@@ -157,6 +162,30 @@ def _collective(error: BaseException) -> str | None:
     return public[0] if public else None
 
 
+def _watched(fn, model) -> dict:
+    """Call ``fn(model)`` and say what it did, for the hints that outputs cannot give (several
+    slips leave every gradient as it was): what it all-reduced (a ``p.grad``, a weight, or
+    another tensor such as a copy), whether it returned something, whether any gradient
+    changed."""
+    before = _gradients(model).clone()
+    grads = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
+    weights = {p.data_ptr() for p in model.parameters()}
+    reduced, real = set(), dist.all_reduce
+
+    def recording(tensor, *args, **kwargs):
+        ptr = tensor.data_ptr() if torch.is_tensor(tensor) else None
+        reduced.add("grad" if ptr in grads else "weight" if ptr in weights else "other")
+        return real(tensor, *args, **kwargs)
+
+    dist.all_reduce = recording  # the learner's dist.all_reduce, however it was imported
+    try:
+        returned = fn(model)
+    finally:
+        dist.all_reduce = real
+    return {"reduced": reduced, "returned": returned is not None,
+            "unchanged": torch.equal(before, _gradients(model))}
+
+
 def _gradients_job(rank: int, world_size: int, args) -> None:
     """In each process (in the process group that :func:`helpers.distributed.spawn` joined):
     with ``args.ddp``, every model of ``args.kinds`` takes one step under DDP; then once per
@@ -170,16 +199,17 @@ def _gradients_job(rank: int, world_size: int, args) -> None:
             model, loss = _step(kind, rank, world_size)
             wrapped = DDP(copy.deepcopy(model))
             loss(wrapped).backward()
-            results[kind, "ddp"] = _gradients(wrapped.module)
+            results[kind, "ddp"] = (_gradients(wrapped.module), None)
         for key, portable in args.functions.items():  # the learner's last
             for kind in args.kinds:
                 model, loss = _step(kind, rank, world_size)
                 loss(model).backward()
                 try:
-                    _restore(portable)(model)
-                    results[kind, key] = _gradients(model)
+                    how = _watched(_restore(portable), model)
+                    results[kind, key] = (_gradients(model), how)
                 except (Exception, SystemExit) as error:  # noqa: BLE001 (sent back as it is)
-                    failure = Failure(type(error).__name__, str(error), _collective(error))
+                    failure = Failure(type(error).__name__, str(error), _collective(error),
+                                      _raised_by_course(error))
                     results.update({(k, key): failure for k in args.kinds})
                     break  # the other rank may be waiting in a collective: not another one
     finally:
@@ -208,10 +238,11 @@ def _run(functions: dict) -> list:
             if "yours" not in functions:
                 raise
             late = " and ".join(str(r) for r, file in enumerate(files) if not file.exists())
-            raise TimeoutError(f"it had not returned on rank {late or '0 and 1'} after "
-                               f"{CHECK_TIMEOUT} s, so both processes were stopped: does it "
-                               "wait there for something that the other rank never does?"
-                               ) from None
+            error = TimeoutError(f"it had not returned on rank {late or '0 and 1'} after "
+                                 f"{CHECK_TIMEOUT} s, so both processes were stopped: does it "
+                                 "wait there for something that the other rank never does?")
+            error.whole = True  # the check's own words: never cut
+            raise error from None
         return [torch.load(file, weights_only=False) for file in files]
 
 
@@ -256,9 +287,11 @@ def _error(outcomes: list) -> BaseException | None:
     returned = [r for r in range(len(outcomes)) if r not in failures]
     if not returned:
         return failure.error()
-    return RuntimeError(f"rank {rank} waited in dist.{failure.collective} for rank "
-                        f"{returned[0]}, which returned without joining it: every rank must "
-                        "call the same collectives, in the same order")
+    error = RuntimeError(f"rank {rank} waited in dist.{failure.collective} for rank "
+                         f"{returned[0]}, which returned without joining it: every rank must "
+                         "call the same collectives, in the same order")
+    error.whole = True  # the check's own words: never cut
+    return error
 
 
 @dataclass(frozen=True)
@@ -275,7 +308,25 @@ class AllReduceCase(Case):
         error = _error(outcomes)
         if error is not None:
             raise error
-        return torch.stack(outcomes)
+        gradients = torch.stack([grads for grads, _ in outcomes])
+        hows = [how for _, how in outcomes if how is not None]
+        if hows:  # what both ranks' functions did, for the pitfalls' ``shows``
+            gradients.how = {"reduced": set().union(*(h["reduced"] for h in hows)),
+                             "returned": any(h["returned"] for h in hows),
+                             "unchanged": all(h["unchanged"] for h in hows)}
+        return gradients
+
+
+def _did(test):
+    """A pitfall's ``shows``: ``test`` holds for what the learner's function did in every case
+    (recorded by :func:`_watched`)."""
+    def shows(outcomes):
+        return all(hasattr(o, "how") and test(o.how) for o in outcomes)
+    return shows
+
+
+def _left(test):  # every p.grad left as it was, and test
+    return _did(lambda how: how["unchanged"] and "grad" not in how["reduced"] and test(how))
 
 
 def _summed(model):  # S5: all_reduce adds, and nothing divides
@@ -294,6 +345,30 @@ def _weights_reduced(model):  # the weights averaged, not the gradients
     for p in model.parameters():
         dist.all_reduce(p.data)
         p.data /= dist.get_world_size()
+
+
+def _averages_returned(model):  # the average computed in new tensors and returned
+    averages = []
+    for p in model.parameters():
+        if p.grad is not None:
+            total = p.grad.clone()
+            dist.all_reduce(total)
+            averages.append(total / dist.get_world_size())
+    return averages
+
+
+def _copy_reduced(model):  # a copy all-reduced, p.grad left as it was
+    for p in model.parameters():
+        if p.grad is not None:
+            grad = p.grad.clone()
+            dist.all_reduce(grad)
+            grad /= dist.get_world_size()
+
+
+def _nothing_stored(model):  # the result of each division dropped
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad / dist.get_world_size()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -343,6 +418,23 @@ EXERCISES: dict[str, Exercise] = {
                     lambda loss, mask, n, w: loss.sum() * w / n,
                     "the padded positions have losses too (the model still predicts there): "
                     "keep only the real tokens, where mask is True."),
+            Pitfall("S1", "the rank's own mean, times W",
+                    lambda loss, mask, n, w: loss[mask].mean() * w,
+                    "that is W times the mean over THIS rank's tokens: averaged by DDP it is "
+                    "still a mean of means. Divide the rank's SUM by global_tokens, the real "
+                    "tokens of the whole global batch, then multiply by world_size."),
+            Pitfall(None, "divided by W",
+                    lambda loss, mask, n, w: loss[mask].sum() / (n * w),
+                    "DDP divides the sum of the ranks' gradients by W; to undo it, MULTIPLY "
+                    "by world_size: W * S_r / N."),
+            Pitfall(None, "not divided by N",
+                    lambda loss, mask, n, w: loss[mask].sum() * w,
+                    "divide by global_tokens (N): one process minimises the MEAN over the "
+                    "global batch's real tokens, W S_r / N."),
+            Pitfall(None, "a mean over every position",
+                    lambda loss, mask, n, w: (loss * mask).mean() * w,
+                    "(loss * mask).mean() divides by every position, padding included: sum "
+                    "the real tokens' losses and divide by global_tokens."),
         ),
     ),
     "average_gradients": Exercise(
@@ -360,8 +452,27 @@ EXERCISES: dict[str, Exercise] = {
                     "the sum over the ranks; without it each rank keeps the gradient of its "
                     "own pairs only."),
             Pitfall(None, "the weights all-reduced", _weights_reduced,
-                    "all-reduce the gradients, p.grad: the weights are the same on every rank "
-                    "already, it is the gradients that differ (each rank saw its own pairs)."),
+                    "you all-reduced the weights (p or p.data), so every p.grad is still its "
+                    "rank's own gradient: all-reduce the gradients, p.grad. The weights are the "
+                    "same on every rank already; the gradients differ (each rank saw its own "
+                    "pairs).", shows=_left(lambda how: "weight" in how["reduced"])),
+            Pitfall(None, "the averages returned", _averages_returned,
+                    "every p.grad is still its rank's own gradient: you returned the averages, "
+                    "but the optimizer (and check) read p.grad, and what the function returns "
+                    "is dropped. Average in place: dist.all_reduce(p.grad), then "
+                    "p.grad /= dist.get_world_size().",
+                    shows=_left(lambda how: how["returned"])),
+            Pitfall(None, "a copy all-reduced", _copy_reduced,
+                    "every p.grad is still its rank's own gradient: dist.all_reduce changes "
+                    "the tensor you give it, and you gave it a copy (p.grad.clone(), a "
+                    "torch.cat, ...). All-reduce p.grad itself, or copy the result back with "
+                    "p.grad.copy_(...).", shows=_left(lambda how: "other" in how["reduced"])),
+            Pitfall(None, "nothing changed", _nothing_stored,
+                    "your function changed no gradient: every p.grad is still its rank's own. "
+                    "It must call dist.all_reduce(p.grad) (in place: it returns nothing to "
+                    "keep) and divide in place, p.grad /= dist.get_world_size(); p.grad / W "
+                    "alone makes a new tensor that is dropped.",
+                    shows=_left(lambda how: not how["reduced"] and not how["returned"])),
         ),
     ),
     "rank_batch": Exercise(
@@ -379,6 +490,18 @@ EXERCISES: dict[str, Exercise] = {
                     lambda o, s, r, w, b: o[s * (b // w) + r:s * (b // w) + b:w],
                     "step s starts at s * (B / W): a step overlaps the one before, so pairs are "
                     "seen twice and others never. The global batch B moves on by B every step."),
+            Pitfall(None, "the step ignored",
+                    lambda o, s, r, w, b: o[r:b:w],
+                    "step s uses the block order[s * B:(s + 1) * B]: move the start on by the "
+                    "global batch B at every step."),
+            Pitfall(None, "the rank ignored",
+                    lambda o, s, r, w, b: o[s * b:(s + 1) * b:w],
+                    "every rank took the same items: rank r starts at item r of the block, "
+                    "order[s * B + r:(s + 1) * B:W]."),
+            Pitfall(None, "the end not moved with the step",
+                    lambda o, s, r, w, b: o[s * b + r:b:w],
+                    "the block of step s ENDS at (s + 1) * B, not at B: move both ends of the "
+                    "slice with the step."),
             Pitfall(None, "contiguous pieces",
                     lambda o, s, r, w, b: o[s * b + r * (b // w):s * b + (r + 1) * (b // w)],
                     "your pieces do split the block between the ranks (a valid split), but not "

@@ -1,299 +1,361 @@
-"""Notebook 14's exercises: a Marian translator's weights in the course's ``Transformer``
-(``load_marian``: the mapping's pitfalls R1-R7, checked on small random ``MarianMTModel``s
-with the published conventions), the way back from Marian's positional layout to the paper's
-(``interleave_halves``), and Marian's decoder input, started with the pad id
-(``marian_decoder_inputs``: R8, T1).
+"""Notebook 14's exercises: byte-pair encoding written by the learner, step by step
+(``pair_counts``, ``merge_pair``, ``train_bpe``, ``encode_word``), with the slips K1-K8 as
+buggy variants.
+
+Answers are Python values (a dict of counts, a tuple of symbols, a list of merges), not tensors:
+each exercise compares them with its own ``compare``, which names the first thing that differs.
 """
 
-import functools
-import math
-from dataclasses import dataclass
+from collections import Counter
+from itertools import pairwise
 
-import torch
-from torch import nn
-
-from ..masks import padding_mask
-from ..model import Transformer
-from ..positional import sinusoidal_encoding
-from ..pretrained import check_marian, load_marian, marian_key, standin_marian
-from .engine import Case, Exercise, Pitfall, randn
-
-# ----------------------------------------------------------------------------------------------
-# load_marian: the reference is helpers/pretrained.py's; the cases run the model it returns
-# ----------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class LoadCase(Case):
-    """Calls the learner's ``load_marian(config, state_dict)`` (torch's random generator seeded
-    with 0, so that a parameter left as initialised is the same in every answer), then runs the
-    model it returns on a padded batch. The answer is the logits ``(B, T, V)``; anything but a
-    module is handed back as it is, for the usual messages."""
-
-    def run(self, fn):
-        config, state_dict, src, tgt = self.args
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(0)
-            model = fn(config, {key: value.clone() for key, value in state_dict.items()})
-        if not isinstance(model, nn.Module):
-            return model
-        with torch.no_grad():
-            return model.eval()(src.clone(), tgt.clone(), padding_mask(src, config.pad_token_id))
-
-
-@functools.cache
-def _stand_in(vocab, d_model, heads, layers, ffn, seed):
-    """A small random MarianMTModel's config and state dict, built once (the cases hand the
-    learner copies)."""
-    marian = standin_marian(vocab, seed=seed, d_model=d_model, heads=heads, layers=layers,
-                            ffn=ffn, max_positions=16)
-    return marian.config, marian.state_dict()
-
-
-def _load_cases(g):
-    def case(label, vocab, d_model, heads, layers, ffn, seed, lengths):
-        config, state_dict = _stand_in(vocab, d_model, heads, layers, ffn, seed)
-        pad = vocab - 1
-        src = torch.full((len(lengths), max(lengths)), pad)
-        for row, length in enumerate(lengths):  # real pieces, then </s> (0), then padding
-            src[row, :length - 1] = torch.randint(1, pad, (length - 1,), generator=g)
-            src[row, length - 1] = 0
-        tgt = torch.randint(1, pad, (len(lengths), 4), generator=g)
-        tgt[:, 0] = pad  # the decoder starts with the pad id
-        return LoadCase(label, (config, state_dict, src, tgt))
-
-    return [case("V=11, d_model=8, 2 heads, 1 layer, a padded batch", 11, 8, 2, 1, 16, 1, [5, 3]),
-            case("V=17, d_model=16, 4 heads, 2 layers", 17, 16, 4, 2, 32, 2, [4, 6, 2]),
-            case("V=23, d_model=12, 3 heads, 2 layers", 23, 12, 3, 2, 24, 3, [7, 7])]
-
-
-def _marian_model(config, **changes) -> Transformer:
-    """The course's Transformer that ``load_marian`` builds, with ``changes`` to its arguments."""
-    check_marian(config)
-    sizes = dict(d_model=config.d_model, num_heads=config.encoder_attention_heads,
-                 num_layers=config.encoder_layers, d_ff=config.encoder_ffn_dim, dropout=0.0,
-                 max_len=config.max_position_embeddings, tie_weights=True, activation="silu",
-                 interleaved_positions=False)
-    return Transformer(config.vocab_size, config.vocab_size, **{**sizes, **changes})
-
-
-def _loaded(config, state_dict, rename=None, keep=(), scale=1.0, **changes) -> Transformer:
-    """A buggy ``load_marian``: each course name passed through ``rename`` before its Marian key
-    is looked up, the parameters in ``keep`` left as initialised, the embeddings multiplied by
-    ``scale``, and ``changes`` to the model's arguments."""
-    model = _marian_model(config, **changes)
-    weights = {}
-    for name, ours in model.state_dict().items():
-        key = marian_key(rename(name) if rename else name)
-        weights[name] = ours if name in keep else state_dict[key].reshape(ours.shape)
-    model.load_state_dict(weights)
-    with torch.no_grad():
-        for embedding in (model.src_embed, model.tgt_embed):  # tgt_embed: the projection too
-            embedding.weight.mul_(scale)
-    return model.eval()
-
-
-def _swapping(a: str, b: str, within: str = ""):
-    """A rename that exchanges the pieces ``a`` and ``b`` in the names that start with
-    ``within``."""
-    def rename(name):
-        if not name.startswith(within):
-            return name
-        return ".".join({a: b, b: a}.get(piece, piece) for piece in name.split("."))
-    return rename
-
-
-def _load_qk_swapped(config, state_dict):
-    """R1: the query and key projections exchanged."""
-    return _loaded(config, state_dict, _swapping("w_q", "w_k"))
-
-
-def _load_kv_swapped(config, state_dict):
-    """R1: the key and value projections exchanged."""
-    return _loaded(config, state_dict, _swapping("w_k", "w_v"))
-
-
-def _load_attention_blocks_swapped(config, state_dict):
-    """R2: the decoder's self-attention given the cross-attention's weights, and the reverse."""
-    return _loaded(config, state_dict, _swapping("self_attn", "cross_attn", "decoder."))
-
-
-def _load_interleaved(config, state_dict):
-    """R3: the paper's positional layout kept (sin and cos interleaved)."""
-    return _loaded(config, state_dict, interleaved_positions=True)
-
-
-def _load_without_bias(config, state_dict):
-    """R4: the final logits bias never copied: the output projection's bias as initialised."""
-    return _loaded(config, state_dict, keep=["generator.bias"])
-
-
-def _load_scaled_twice(config, state_dict):
-    """R5: the embeddings multiplied by sqrt(d_model) on loading, then again in the model."""
-    return _loaded(config, state_dict, scale=math.sqrt(config.d_model))
-
-
-def _load_unscaled(config, state_dict):
-    """R5: the embeddings divided by sqrt(d_model) on loading, undoing the model's scale."""
-    return _loaded(config, state_dict, scale=1 / math.sqrt(config.d_model))
-
-
-def _load_decoder_norms_swapped(config, state_dict):
-    """R6: the decoder's norm2 (after cross-attention) and norm3 (after the feed-forward)."""
-    return _loaded(config, state_dict, _swapping("norm2", "norm3", "decoder."))
-
-
-def _load_encoder_norms_swapped(config, state_dict):
-    """R6: the encoder's norm1 (after self-attention) and norm2 (after the feed-forward)."""
-    return _loaded(config, state_dict, _swapping("norm1", "norm2", "encoder."))
-
-
-def _load_relu(config, state_dict):
-    """R7: the paper's ReLU kept in the feed-forward networks."""
-    return _loaded(config, state_dict, activation="relu")
-
-
-HINT_R5 = ("copy the embedding matrix as it is: Marian multiplies the looked-up rows by "
-           "sqrt(d_model) in its forward pass, and so does the course's Transformer.embed, so "
-           "the stored weights are unscaled in both.")
-HINT_R6 = ("a LayerNorm is named after the sub-layer it closes: norm1 <- self_attn_layer_norm; "
-           "in the decoder norm2 <- encoder_attn_layer_norm, norm3 <- final_layer_norm; in the "
-           "encoder norm2 <- final_layer_norm.")
-HINT_R1 = ("match the projections by name: w_q <- q_proj, w_k <- k_proj, w_v <- v_proj, w_o <- "
-           "out_proj (all four have the same shape, so a swap raises no error).")
+from ..tokens import (
+    END,
+    best_pair,
+    encode_word,
+    initial_vocab,
+    merge_pair,
+    pair_counts,
+    split_word,
+    train_bpe,
+)
+from .compare import Problem, no_addresses
+from .engine import Case, Exercise, Pitfall
 
 # ----------------------------------------------------------------------------------------------
-# interleave_halves: the paper's positional table from Marian's
+# Comparing answers
 # ----------------------------------------------------------------------------------------------
 
-def interleave_halves(pe: torch.Tensor) -> torch.Tensor:
-    """Marian's ``(L, d_model)`` positional table (the d_model / 2 sine columns, then the cosine
-    ones) rearranged into the paper's layout: sine and cosine of each frequency side by side,
-    the sines in the even columns."""
-    L, d = pe.shape
-    sines, cosines = pe[:, :d // 2], pe[:, d // 2:]  # (L, d/2) each, in order of frequency
-    return torch.stack([sines, cosines], dim=-1).reshape(L, d)  # (L, d/2, 2) -> (L, d)
+def _compare_counts(expected: dict, given) -> Problem | None:
+    if not isinstance(given, dict):
+        return Problem(f"expected a dict {{(left, right): count}}, got a {type(given).__name__}",
+                       "return a dict (or a collections.Counter) of pair counts")
+    given = {tuple(pair) if isinstance(pair, (tuple, list)) else pair: n
+             for pair, n in given.items() if n}
+    for pair, n in expected.items():
+        if given.get(pair) != n:
+            return Problem(no_addresses(f"the pair {pair} should count {n}, yours counts "
+                                        f"{given.get(pair, 0)}"))
+    extra = [pair for pair in given if pair not in expected]
+    if extra:
+        return Problem(no_addresses(f"your counts hold {extra[0]!r}, which is not two "
+                                    "neighbours inside a word"))
+    return None
 
 
-def _interleave_the_other_way(pe):
-    """The rearrangement that goes from the paper's layout to Marian's."""
-    return torch.cat([pe[:, 0::2], pe[:, 1::2]], dim=-1)
+def _compare_sequence(what: str, item: str):
+    """A comparison of tuples or lists: ``what`` names the answer, ``item`` one element."""
+
+    def compare(expected, given) -> Problem | None:
+        if not isinstance(given, (tuple, list)):
+            return Problem(f"expected {what} (a tuple or list), got a {type(given).__name__}")
+        given = [tuple(x) if isinstance(x, list) else x for x in given]
+        for i, (exp, got) in enumerate(zip(expected, given, strict=False)):  # then lengths
+            if exp != got:
+                return Problem(no_addresses(f"{item} {i} should be {exp!r}, yours is {_show(got)} "
+                                            f"(expected {_short(expected)}, got {_short(given)})"))
+        if len(given) != len(expected):
+            return Problem(no_addresses(f"expected {len(expected)} {item}s ({_short(expected)}), "
+                                        f"got {len(given)} ({_short(given)})"))
+        return None
+
+    return compare
 
 
-def _interleave_cosines_first(pe):
-    L, d = pe.shape
-    return torch.stack([pe[:, d // 2:], pe[:, :d // 2]], dim=-1).reshape(L, d)
+def _show(value) -> str:
+    """``repr`` for the values an answer holds (strings, tuples, numbers), else the type."""
+    if isinstance(value, (str, int, float, tuple)) and "object at" not in repr(value):
+        return repr(value)
+    return f"a {type(value).__name__}"
 
 
-def _interleave_nothing(pe):
-    return pe.clone()
-
-
-def _interleave_cases(g):
-    return [Case("Marian's table, 6 positions x d_model=8",
-                 (sinusoidal_encoding(6, 8, interleaved=False),)),
-            Case("random values, 4 x 6 (each column is different)", (randn(g, 4, 6),)),
-            Case("random values, 3 x 12", (randn(g, 3, 12),)),
-            Case("d_model=2: one sine and one cosine", (randn(g, 5, 2),))]
+def _short(values) -> str:
+    values = list(values)
+    text = ", ".join(_show(v) for v in values[:6])
+    return f"[{text}{', ...' if len(values) > 6 else ''}]"
 
 
 # ----------------------------------------------------------------------------------------------
-# marian_decoder_inputs: teacher forcing with Marian's start token
+# Buggy variants, each with the learner's signature
 # ----------------------------------------------------------------------------------------------
 
-def marian_decoder_inputs(labels: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """Teacher forcing's decoder input for a Marian translator: the labels ``(B, T)`` (the
-    target's pieces, then ``</s>`` = 0, then padding) shifted right behind the decoder's start
-    token, which is the pad id (not the published ``bos_token_id`` 0, which is ``</s>``)."""
-    start = torch.full_like(labels[:, :1], pad_id)  # (B, 1)
-    return torch.cat([start, labels[:, :-1]], dim=1)  # (B, T)
+def _counts_per_distinct_word(words):
+    """K1: each word counted once, whatever its frequency."""
+    return dict(Counter(pair for symbols in words for pair in pairwise(symbols)))
 
 
-def _inputs_start_with_eos(labels, pad_id):
-    return torch.cat([torch.zeros_like(labels[:, :1]), labels[:, :-1]], dim=1)
+def _counts_once_per_word(words):
+    """K8: a pair that occurs twice in a word counted once (a set of the word's pairs)."""
+    counts = Counter()
+    for symbols, freq in words.items():
+        for pair in set(pairwise(symbols)):
+            counts[pair] += freq
+    return dict(counts)
 
 
-def _inputs_not_shifted(labels, pad_id):
-    return labels.clone()
+def _counts_across_words(words):
+    """K4: the table flattened into one long sequence: pairs across two words counted too."""
+    sequence = [s for symbols, freq in words.items() for _ in range(freq) for s in symbols]
+    return dict(Counter(pairwise(sequence)))
 
 
-def _inputs_start_appended(labels, pad_id):
-    """The start token put first, but the last label kept: one position too many."""
-    return torch.cat([torch.full_like(labels[:, :1], pad_id), labels], dim=1)
+def _merge_overlapping(symbols, pair):
+    """K2: one step after a merge instead of two: ``a a a`` becomes ``aa aa a``."""
+    merged, i = [], 0
+    while i < len(symbols):
+        if tuple(symbols[i:i + 2]) == tuple(pair):
+            merged.append(pair[0] + pair[1])
+        else:
+            merged.append(symbols[i])
+        i += 1
+    return tuple(merged)
 
 
-def _decoder_inputs_cases(g):
-    return [Case("two targets ending with </s> (0), padded with 9", (
-                torch.tensor([[4, 7, 3, 0, 9], [5, 2, 0, 9, 9]]), 9)),
-            Case("B=3, T=6, pad_id=30", (torch.randint(1, 30, (3, 6), generator=g), 30)),
-            Case("length 1", (torch.tensor([[0], [0]]), 5))]
+def _reverse_merge(symbols, pair):
+    """K2: occurrences merged from the right: ``a a a`` becomes ``a aa``."""
+    merged, i = [], len(symbols) - 1
+    while i >= 0:
+        if i > 0 and (symbols[i - 1], symbols[i]) == tuple(pair):
+            merged.append(pair[0] + pair[1])
+            i -= 2
+        else:
+            merged.append(symbols[i])
+            i -= 1
+    return tuple(reversed(merged))
+
+
+def _merge_by_replace(symbols, pair):
+    """K7: the merge done on the joined string, which crosses symbol boundaries."""
+    return tuple(" ".join(symbols).replace(" ".join(pair), "".join(pair)).split())
+
+
+def _merge_first_only(symbols, pair):
+    """Only the first occurrence merged."""
+    symbols = list(symbols)
+    for i in range(len(symbols) - 1):
+        if (symbols[i], symbols[i + 1]) == tuple(pair):
+            return tuple(symbols[:i] + [pair[0] + pair[1]] + symbols[i + 2:])
+    return tuple(symbols)
+
+
+def _train_with(count, choose):
+    """A training loop built from a way of counting and a way of choosing the pair."""
+
+    def train(words, num_merges):
+        rank = {token: i for i, token in enumerate(initial_vocab(words))}
+        merges = []
+        for _ in range(num_merges):
+            counts = count(words)
+            if not counts:
+                break
+            pair = choose(counts, rank)
+            words = {merge_pair(symbols, pair): freq for symbols, freq in words.items()}
+            merges.append(pair)
+            rank.setdefault(pair[0] + pair[1], len(rank))
+        return merges
+
+    return train
+
+
+def _first_seen(counts, rank):
+    """K6: ``max(counts, key=counts.get)``: a tie goes to the pair counted first."""
+    return max(counts, key=counts.get)
+
+
+def _alphabetical(counts, rank):
+    """K6: a tie goes to the pair first in alphabetical order."""
+    return min(counts, key=lambda pair: (-counts[pair], pair))
+
+
+def _last_in_vocab(counts, rank):
+    """K6: a tie goes to the pair whose tokens came last in the vocabulary."""
+    return max(counts, key=lambda pair: (counts[pair], rank[pair[0]], rank[pair[1]]))
+
+
+def _train_from_first_counts(words, num_merges):
+    """Every merge chosen from the first counts: the words never merged between two rounds."""
+    counts, rank = pair_counts(words), {t: i for i, t in enumerate(initial_vocab(words))}
+    order = sorted(counts, key=lambda pair: (-counts[pair], rank[pair[0]], rank[pair[1]]))
+    return order[:num_merges]
+
+
+def _encode_reversed(word, merges):
+    """K3: the merges applied newest first."""
+    symbols = split_word(word)
+    for pair in reversed(merges):
+        symbols = merge_pair(symbols, pair)
+    return list(symbols)
+
+
+def _encode_leftmost(word, merges):
+    """K3: the leftmost pair that has a merge goes first, whatever its rank."""
+    known, symbols = set(merges), split_word(word)
+    while True:
+        pairs = [pair for pair in pairwise(symbols) if pair in known]
+        if not pairs:
+            return list(symbols)
+        symbols = merge_pair(symbols, pairs[0])
+
+
+def _encode_most_frequent(word, merges):
+    """K3: the pair most frequent in this word goes first (ties: the earlier merge)."""
+    rank, symbols = {pair: i for i, pair in enumerate(merges)}, split_word(word)
+    while True:
+        counts = Counter(pair for pair in pairwise(symbols) if pair in rank)
+        if not counts:
+            return list(symbols)
+        symbols = merge_pair(symbols, min(counts, key=lambda p: (-counts[p], rank[p])))
+
+
+def _encode_without_marker(word, merges):
+    """K5: the word split into plain characters, without the end-of-word marker."""
+    symbols = tuple(word)
+    for pair in merges:
+        symbols = merge_pair(symbols, pair)
+    return list(symbols)
+
+
+def _encode_separate_marker(word, merges):
+    """K5: the marker as a symbol of its own, where training glued it to the last character."""
+    symbols = (*word, END)
+    for pair in merges:
+        symbols = merge_pair(symbols, pair)
+    return list(symbols)
 
 
 # ----------------------------------------------------------------------------------------------
-# The exercises
+# Test cases
 # ----------------------------------------------------------------------------------------------
 
-EXERCISES = {
-    "load_marian": Exercise(
-        reference=load_marian,
-        make_cases=_load_cases,
-        sources=(load_marian, marian_key),
+def _table(**words) -> dict:
+    return {split_word(word): n for word, n in words.items()}
+
+
+# Sennrich et al.'s example, a word with a repeated pair, and a tie to break.
+SENNRICH = _table(low=5, lower=2, newest=6, widest=3)
+REPEATS = _table(banana=3, bandana=2, aaa=4, an=1)
+TIES = _table(ab=3, azc=3, zc=1)  # (a, z) and (a, b</w>) tie: z comes before b</w>
+FIRST_SEEN = {**_table(cd=2), **_table(ab=2)}  # a tie where the first pair seen is not the rule's
+
+
+def _counts_cases(g):
+    return [Case("low 5, lower 2, newest 6, widest 3", (SENNRICH,)),
+            Case("banana 3, bandana 2, aaa 4, an 1", (REPEATS,)),
+            Case("one word of one symbol: a 7", (_table(a=7),))]
+
+
+def _merge_cases(g):
+    return [Case("('l', 'o', 'w</w>') with ('l', 'o')", (("l", "o", "w</w>"), ("l", "o"))),
+            Case("('a', 'a', 'a') with ('a', 'a')", (("a", "a", "a"), ("a", "a"))),
+            Case("('b', 'an', 'an', 'a</w>') with ('an', 'a</w>')",
+                 (("b", "an", "an", "a</w>"), ("an", "a</w>"))),
+            Case("('x', 'ab', 'c</w>') with ('b', 'c</w>'): no such pair",
+                 (("x", "ab", "c</w>"), ("b", "c</w>"))),
+            Case("('a', 'a', 'a', 'a') with ('a', 'a')", (("a", "a", "a", "a"), ("a", "a")))]
+
+
+def _train_cases(g):
+    return [Case("low 5, lower 2, newest 6, widest 3; 10 merges", (SENNRICH, 10)),
+            Case("banana 3, bandana 2, aaa 4, an 1; 6 merges", (REPEATS, 6)),
+            Case("ab 3, azc 3, zc 1 (a tie); 2 merges", (TIES, 2)),
+            Case("cd 2, ab 2 (a tie); 1 merge", (FIRST_SEEN, 1)),
+            Case("more merges than pairs: ab 1; 5 merges", (_table(ab=1), 5))]
+
+
+MERGES = train_bpe(SENNRICH, 10)
+BANANA = train_bpe(REPEATS, 6)
+# Two merge lists typed by hand, where the order decides: by rank, ('b', 'a') comes first.
+ORDER = [("b", "a"), ("a", "b")]
+RIGHT_FIRST = [("b", "c</w>"), ("a", "b")]
+
+
+def _encode_cases(g):
+    return [Case("'lowest' with Sennrich's 10 merges", ("lowest", MERGES)),
+            Case("'newer' with Sennrich's 10 merges", ("newer", MERGES)),
+            Case("'low' with Sennrich's 10 merges (a word seen in training)", ("low", MERGES)),
+            Case("'bananas' with 6 merges of banana/bandana", ("bananas", BANANA)),
+            Case(f"'ababx' with the merges {ORDER}", ("ababx", ORDER)),
+            Case(f"'abc' with the merges {RIGHT_FIRST}", ("abc", RIGHT_FIRST)),
+            Case("'zoo': no merge applies", ("zoo", MERGES))]
+
+
+EXERCISES: dict[str, Exercise] = {
+    "pair_counts": Exercise(
+        reference=pair_counts,
+        make_cases=_counts_cases,
+        sources=(pair_counts,),
+        compare=_compare_counts,
         pitfalls=(
-            Pitfall("R1", "queries and keys swapped", _load_qk_swapped, HINT_R1),
-            Pitfall("R1", "keys and values swapped", _load_kv_swapped, HINT_R1),
-            Pitfall("R2", "self- and cross-attention swapped", _load_attention_blocks_swapped,
-                    "the decoder's self_attn <- self_attn, its cross_attn <- encoder_attn "
-                    "(Marian's name for the cross-attention): the two blocks have the same "
-                    "shapes, so a swap raises no error."),
-            Pitfall("R3", "positions interleaved", _load_interleaved,
-                    "Marian's positional table is in halves: build the Transformer with "
-                    "interleaved_positions=False (all sines, then all cosines; notebook 02's P2 "
-                    "is here the right layout)."),
-            Pitfall("R4", "logits bias missing", _load_without_bias,
-                    "copy final_logits_bias into the output projection's bias (generator.bias, "
-                    "reshaped from (1, V) to (V,)): Marian adds it to every logit."),
-            Pitfall("R5", "embeddings scaled twice", _load_scaled_twice, HINT_R5),
-            Pitfall("R5", "embeddings not scaled", _load_unscaled, HINT_R5),
-            Pitfall("R6", "decoder's norm2 and norm3 swapped", _load_decoder_norms_swapped,
-                    HINT_R6),
-            Pitfall("R6", "encoder's norm1 and norm2 swapped", _load_encoder_norms_swapped,
-                    HINT_R6),
-            Pitfall("R7", "ReLU kept", _load_relu,
-                    "Marian's feed-forward networks use swish, x * sigmoid(x) (torch's silu): "
-                    "build the Transformer with activation=\"silu\"."),
+            Pitfall("K1", "each distinct word counted once", _counts_per_distinct_word,
+                    "weight each word's pairs by its frequency: counts[pair] += freq."),
+            Pitfall("K8", "a pair counted once per word", _counts_once_per_word,
+                    "count every occurrence: 'banana' holds ('a', 'n') twice."),
+            Pitfall("K4", "pairs across two words", _counts_across_words,
+                    "count the pairs inside each word only: two words never merge."),
         ),
     ),
-    "interleave_halves": Exercise(
-        reference=interleave_halves,
-        make_cases=_interleave_cases,
-        sources=(interleave_halves,),
+    "merge_pair": Exercise(
+        reference=merge_pair,
+        make_cases=_merge_cases,
+        sources=(merge_pair,),
+        compare=_compare_sequence("the merged symbols", "symbol"),
         pitfalls=(
-            Pitfall(None, "the other way", _interleave_the_other_way,
-                    "that is the way from the paper's layout to Marian's: here column i of the "
-                    "first half (a sine) goes to column 2i, column i of the second half (its "
-                    "cosine) to column 2i + 1."),
-            Pitfall(None, "cosines first", _interleave_cosines_first,
-                    "the sine comes first in each pair: the even columns hold the sines (the "
-                    "first half of Marian's table)."),
-            Pitfall(None, "nothing rearranged", _interleave_nothing,
-                    "Marian's first half holds only sines: interleave it with the second half "
-                    "(torch.stack([sines, cosines], dim=-1), then reshape to (L, d_model))."),
+            Pitfall("K2", "overlapping occurrences merged", _merge_overlapping,
+                    "after a merge, skip both symbols (i += 2): ('a', 'a', 'a') with ('a', 'a') "
+                    "gives ('aa', 'a')."),
+            Pitfall("K2", "merged from the right", _reverse_merge,
+                    "merge from left to right: ('a', 'a', 'a') gives ('aa', 'a'), not "
+                    "('a', 'aa')."),
+            Pitfall("K7", "str.replace on the joined symbols", _merge_by_replace,
+                    "compare whole symbols, not characters of the joined string: ('x', 'ab', "
+                    "'c</w>') holds no pair ('b', 'c</w>')."),
+            Pitfall(None, "only the first occurrence", _merge_first_only,
+                    "merge every occurrence of the pair, not just the first."),
         ),
     ),
-    "marian_decoder_inputs": Exercise(
-        reference=marian_decoder_inputs,
-        make_cases=_decoder_inputs_cases,
-        sources=(marian_decoder_inputs,),
+    "train_bpe": Exercise(
+        reference=train_bpe,
+        make_cases=_train_cases,
+        sources=(train_bpe, best_pair),
+        compare=_compare_sequence("the list of merges", "merge"),
         pitfalls=(
-            Pitfall("R8", "started with </s>", _inputs_start_with_eos,
-                    "Marian's decoder starts with the pad id (decoder_start_token_id), not "
-                    "with the published bos_token_id 0, which is </s>."),
-            Pitfall("T1", "no shift", _inputs_not_shifted,
-                    "shift the labels right behind the start token: torch.cat([start, "
-                    "labels[:, :-1]], dim=1); fed the labels themselves, position t reads the "
-                    "token it must predict."),
-            Pitfall(None, "one position too many", _inputs_start_appended,
-                    "keep the length T: the start token goes first and the last label "
-                    "(labels[:, :-1]) is dropped."),
+            Pitfall("K6", "ties to the pair counted first", _train_with(pair_counts, _first_seen),
+                    "break a tie by the vocabulary's order, not by which pair was counted first: "
+                    "min over (-count, rank[left], rank[right])."),
+            Pitfall("K6", "ties in alphabetical order", _train_with(pair_counts, _alphabetical),
+                    "break a tie by the tokens' places in initial_vocab (new tokens last), not "
+                    "alphabetically: 'z' comes before 'b</w>'."),
+            Pitfall("K6", "ties to the last pair in the vocabulary",
+                    _train_with(pair_counts, _last_in_vocab),
+                    "on a tie, the pair whose tokens came FIRST in the vocabulary wins."),
+            Pitfall("K1", "counts without the frequencies",
+                    _train_with(_counts_per_distinct_word, best_pair),
+                    "weight each word's pairs by its frequency."),
+            Pitfall("K4", "pairs across two words", _train_with(_counts_across_words, best_pair),
+                    "count the pairs inside each word only."),
+            Pitfall(None, "every merge from the first counts", _train_from_first_counts,
+                    "merge the chosen pair in every word, then count again: each merge "
+                    "changes the counts."),
+        ),
+    ),
+    "encode_word": Exercise(
+        reference=encode_word,
+        make_cases=_encode_cases,
+        sources=(encode_word,),
+        compare=_compare_sequence("the word's tokens", "token"),
+        pitfalls=(
+            Pitfall("K5", "no end-of-word marker", _encode_without_marker,
+                    "start from split_word(word): the last character carries '</w>', as in "
+                    "training."),
+            Pitfall("K5", "the marker as a symbol of its own", _encode_separate_marker,
+                    "glue '</w>' to the last character ('s</w>'), as split_word does."),
+            Pitfall("K3", "merges applied newest first", _encode_reversed,
+                    "apply the merges in the order they were learned: the lowest rank first."),
+            Pitfall("K3", "the leftmost pair first", _encode_leftmost,
+                    "among the pairs in the word, merge the one learned earliest (lowest rank), "
+                    "wherever it is."),
+            Pitfall("K3", "the pair most frequent in the word first", _encode_most_frequent,
+                    "the rank decides, not how often a pair occurs in this word."),
         ),
     ),
 }

@@ -10,7 +10,7 @@ The package:
   cell, orange for what a figure points at), one array converter, one heatmap, one boolean grid,
   one loss-curve helper;
 - ``maps``: attention maps and masks, drawn in many notebooks;
-- ``nb00_overview`` ... ``nb14_pretrained``: the figures of one notebook each.
+- ``nb00_overview`` ... ``nb15_pretrained``: the figures of one notebook each.
 
 A module is imported only when one of its figures is first asked for (``FIGURES`` says which
 module holds which figure), so a notebook loads only its own figures. No model code lives here:
@@ -49,7 +49,9 @@ FIGURES = {
     "gpt_attention_figure": "nb12_gpt", "rope_figure": "nb12_gpt",
     "sharding_figure": "nb13_scaling", "distributed_loss_figure": "nb13_scaling",
     "data_parallel_figure": "nb13_scaling", "fsdp_figure": "nb13_scaling",
-    "positional_layouts_figure": "nb14_pretrained", "activation_figure": "nb14_pretrained",
+    "pieces_figure": "nb14_tokens", "merges_figure": "nb14_tokens",
+    "vocab_tradeoff_figure": "nb14_tokens",
+    "positional_layouts_figure": "nb15_pretrained", "activation_figure": "nb15_pretrained",
 }
 
 __all__ = sorted(FIGURES)

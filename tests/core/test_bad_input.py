@@ -332,7 +332,7 @@ def test_check_gives_up_on_a_function_that_never_returns(run_check, capsys):
 
 def test_default_time_limit_leaves_a_wide_margin():
     """The whole check of every reference answer takes far less than one call may. (Its cases
-    are built first: notebook 14's import transformers once, seconds that no limit covers.)
+    are built first: notebook 15's import transformers once, seconds that no limit covers.)
 
     Measured in CPU seconds of this process (``time.process_time``), which other processes on a
     loaded machine do not inflate, as they do wall-clock time; a check that has gone wrong

@@ -125,7 +125,7 @@ def test_decoder_stack_matches_torch(norm_first):
 
 
 def test_silu_layers_match_torch_with_the_same_activation():
-    """activation="silu" (notebook 14's swish): the encoder and decoder stacks and torch.nn's
+    """activation="silu" (notebook 15's swish): the encoder and decoder stacks and torch.nn's
     with F.silu agree, and differ from the ReLU ones."""
     x, memory = torch.randn(2, 5, D_MODEL), torch.randn(2, 6, D_MODEL)
     encoder = randomise(Encoder(2, D_MODEL, HEADS, D_FF, activation="silu")).eval()

@@ -27,9 +27,10 @@ CORE_LAYERS = [
 ]
 CORE = [name for layer in CORE_LAYERS for name in layer]
 # helpers/*.py beyond the core: the benchmark, notebook 11's head ablation, and the modules of the
-# three notebooks past the paper (12: gpt and modern, 13: distributed and fsdp, 14: pretrained).
+# notebooks past the paper (12: gpt and modern, 13: distributed and fsdp, 14: tokens, 15:
+# pretrained).
 # They build on the core and on the toy task (translation), not on the course's other scaffolding.
-BEYOND = ["ablation", "bench", "distributed", "fsdp", "gpt", "modern", "pretrained"]
+BEYOND = ["ablation", "bench", "distributed", "fsdp", "gpt", "modern", "pretrained", "tokens"]
 # The course around the model: tooling, checkers, figures, and the toy task the model learns.
 SCAFFOLDING = ["course", "exercises", "figures", "translation"]
 MODULES = sorted(HELPERS.rglob("*.py"))
@@ -130,7 +131,7 @@ def test_each_core_module_builds_on_the_layers_below(name):
 def test_beyond_the_core_builds_on_the_core_and_the_task(name):
     """...and on the modules of its own notebook: gpt on modern (12), distributed on fsdp (13)."""
     imported = {top(target) for target in GRAPH[f"helpers.{name}"]}
-    own = {"gpt": {"modern"}, "distributed": {"fsdp"}}.get(name, set())
+    own = {"gpt": {"modern"}, "distributed": {"fsdp"}, "bench": {"tokens"}}.get(name, set())
     assert imported <= set(CORE) | {"translation"} | own, sorted(imported)
 
 

@@ -78,8 +78,9 @@ def my_pe_rotation(k, d_model, base=10000.0):
     return torch.block_diag(*blocks)
 
 
-def my_layer_norm(x, weight, bias, eps=1e-5):
-    return F.layer_norm(x, x.shape[-1:], weight, bias, eps)
+def my_layer_norm(x, weight, bias, eps=1e-5):  # F.layer_norm is refused: the text forbids it
+    var, mean = torch.var_mean(x, dim=-1, keepdim=True, correction=0)
+    return (x - mean) * torch.rsqrt(var + eps) * weight + bias
 
 
 def my_split_heads(x, num_heads):
@@ -178,6 +179,8 @@ def real_model_count(*sizes, tie_weights=False):
                                       * (torch.arange(h) != head)[:, None]).flatten(-2)),
 ])
 def test_other_correct_spellings_pass(run_check, name, fn):
+    if fn is real_model_count:  # its first model imports torch._dynamo: 10 s on a busy machine
+        real_model_count(8, 2, 16, 1, 10, 12)
     ok, out = run_check(name, fn)
     assert ok is True, out
 
@@ -225,7 +228,8 @@ def test_causal_mask_on_the_memory_written_with_causal_mask_gets_its_hint(run_ch
 def test_nan_rows_only_show_with_a_fully_masked_row():
     for name in ("scaled_dot_product_attention", "masked_softmax"):
         agrees = outcome_per_case(name, variant(name, "A5", "NaN for a fully masked row"))
-        assert agrees.pop("a fully masked row") is False
+        fully_masked = [label for label in agrees if "fully masked row" in label]
+        assert fully_masked and all(agrees.pop(label) is False for label in fully_masked)
         assert all(agrees.values())
 
 

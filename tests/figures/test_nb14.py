@@ -1,47 +1,53 @@
-"""The drawings of notebook 14 (the two positional layouts, the feed-forward activations)."""
+"""The drawings of notebook 14 (a sentence's pieces, the merges slider's view, vocabulary size
+against tokens per sentence)."""
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pytest
-import torch
-from matplotlib.image import AxesImage
 
-from helpers.figures import activation_figure, positional_layouts_figure
-from helpers.positional import sinusoidal_encoding
+from helpers.figures import merges_figure, pieces_figure, vocab_tradeoff_figure
 
 
-def _images(ax):
-    return [child for child in ax.get_children() if isinstance(child, AxesImage)]
+def test_pieces_figure_draws_one_box_per_piece_and_a_bar_per_word_end():
+    pieces = ["the</w>", "ca", "ts</w>", "m", "ange", "nt</w>"]
+    fig = pieces_figure(pieces, title="six pieces")
+    try:
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.texts] == ["the", "ca", "ts", "m", "ange", "nt"]
+        assert len(ax.patches) == len(pieces) + 3  # a box each, a bar for each of 3 word ends
+        assert ax.get_title(loc="left") == "six pieces"
+    finally:
+        plt.close(fig)
 
 
-@pytest.mark.parametrize("n, d_model", [(50, 64), (6, 2), (9, 10)])
-def test_the_two_layouts_side_by_side_with_their_sine_columns(n, d_model):
-    paper = sinusoidal_encoding(n, d_model)
-    halves = sinusoidal_encoding(n, d_model, interleaved=False)
-    fig = positional_layouts_figure(paper, halves)
-    (left, right), (left_strip, right_strip) = np.array(fig.axes[:4]).reshape(2, 2)
-    for ax, table in ((left, paper), (right, halves)):
-        image = _images(ax)[0]
-        assert np.allclose(image.get_array(), table.numpy())
-        assert image.get_clim() == (-1, 1)
-    # the strips: 0 for a sine column, 1 for a cosine column
-    assert _images(left_strip)[0].get_array()[0].tolist() == [i % 2 for i in range(d_model)]
-    assert _images(right_strip)[0].get_array()[0].tolist() == [
-        int(i >= d_model // 2) for i in range(d_model)]
-    assert "interleaved" in left.get_title() and "Marian" in right.get_title()
-    assert [t.get_text() for t in fig.legends[0].get_texts()] == ["sine column", "cosine column"]
+def test_pieces_figure_wraps_long_sentences_and_refuses_none():
+    fig = pieces_figure([f"p{i}" for i in range(30)])
+    try:
+        assert fig.axes[0].get_ylim() == (3, 0)  # 12 per line: 3 lines
+    finally:
+        plt.close(fig)
+    with pytest.raises(ValueError, match="at least one piece"):
+        pieces_figure([])
 
 
-def test_the_layouts_must_have_one_shape():
-    with pytest.raises(ValueError, match="the same shape"):
-        positional_layouts_figure(sinusoidal_encoding(5, 4), sinusoidal_encoding(6, 4))
+def test_merges_figure_titles_the_vocabulary_and_the_length():
+    fig = merges_figure(["a", "b</w>"], num_merges=0, vocab_size=40, words=1)
+    try:
+        title = fig.axes[0].get_title(loc="left")
+        assert "0 merges" in title and "vocabulary 40" in title and "2 tokens for 1 words" in title
+    finally:
+        plt.close(fig)
 
 
-def test_the_activations_are_drawn_with_their_labels():
-    x = torch.linspace(-5, 5, 101)
-    curves = {"ReLU": torch.relu(x), "swish": torch.nn.functional.silu(x)}
-    fig = activation_figure(x, curves)
-    lines = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) == len(x)]
-    assert [line.get_label() for line in lines] == ["ReLU", "swish"]
-    for line, values in zip(lines, curves.values(), strict=True):
-        assert np.allclose(line.get_ydata(), values.numpy())
-    assert [t.get_text() for t in fig.axes[0].get_legend().get_texts()] == ["ReLU", "swish"]
+def test_vocab_tradeoff_figure_draws_every_curve_on_a_log_axis():
+    curves = {"BPE": [(300, 12.0), (100, 20.0)], "unigram": [(100, 18.0), (300, 11.0)]}
+    fig = vocab_tradeoff_figure(curves, words_point=(500, 6.0), chars_point=(60, 30.0))
+    try:
+        ax = fig.axes[0]
+        assert ax.get_xscale() == "log"
+        np.testing.assert_allclose(ax.lines[0].get_xdata(), [100, 300])  # sorted by size
+        np.testing.assert_allclose(ax.lines[0].get_ydata(), [20.0, 12.0])
+        labels = [t.get_text() for t in ax.get_legend().get_texts()]
+        assert labels == ["BPE", "unigram", "whole words", "characters"]
+    finally:
+        plt.close(fig)

@@ -17,7 +17,8 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 # The core: what a learner reads (not the course's scaffolding: exercises, figures, course,
 # bench; nor the toy task it learns, translation).
 CORE = ["attention", "checks", "data", "decoding", "interop", "layers", "masks", "model",
-        "positional", "training", "utils", "ablation", "gpt", "modern", "distributed", "fsdp"]
+        "positional", "training", "utils", "ablation", "gpt", "modern", "distributed", "fsdp",
+        "tokens"]
 
 
 def test_every_marked_cell_equals_helpers():
@@ -128,7 +129,8 @@ def test_command_line_exit_codes(copy, capsys):
 # The notebook that first teaches each helpers module; the others may be used anywhere.
 TAUGHT_IN = {"attention": 1, "positional": 2, "interop": 3, "layers": 4, "masks": 6,
              "model": 8, "data": 9, "training": 9, "translation": 9, "decoding": 10,
-             "distributed": 13, "fsdp": 13, "gpt": 12, "modern": 12, "pretrained": 14}
+             "distributed": 13, "fsdp": 13, "gpt": 12, "modern": 12, "tokens": 14,
+             "pretrained": 15}
 ALWAYS_ALLOWED = {"utils", "checks", "figures", "exercises", "course"}
 IMPORT = re.compile(r"^\s*(?:from\s+helpers\.(\w+)\s+import|import\s+helpers\.(\w+))", re.M)
 

@@ -18,8 +18,10 @@ JupyterLab (``jupyter.source_hidden``) and a Colab form (``cellView: "form"``, `
 """
 
 import ast
+import contextlib
 import copy
 import functools
+import html
 import inspect
 import json
 import re
@@ -44,75 +46,237 @@ class Asked:
     """What one exercise asks the learner to write."""
 
     names: frozenset  # "layer_norm", "MultiHeadAttention.forward", ...
-    bodies: frozenset  # ast.dump of each reference body, docstring left out
+    bodies: frozenset  # each reference body, names normalised (see ``_body``)
+    expressions: frozenset  # each reference body as one expression, where it is one (a lambda's)
+
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _without_docstring(body: list) -> list:
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        return body[1:]
+    return body
+
+
+def _argument_names(args: ast.arguments) -> list:
+    every = [*args.posonlyargs, *args.args, *([args.vararg] if args.vararg else []),
+             *args.kwonlyargs, *([args.kwarg] if args.kwarg else [])]
+    return [a.arg for a in every]
+
+
+class _Renamed(ast.NodeTransformer):
+    """Every name in ``names`` replaced by its placeholder; annotations dropped."""
+
+    def __init__(self, names: dict):
+        self.names = names
+
+    def visit_Name(self, node):
+        return ast.copy_location(ast.Name(self.names.get(node.id, node.id), node.ctx), node)
+
+    def visit_arg(self, node):
+        return ast.copy_location(ast.arg(self.names.get(node.arg, node.arg), None), node)
+
+    def _function(self, node):
+        node.returns = None
+        node.name = self.names.get(node.name, node.name)
+        self.generic_visit(node)
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = _function
+
+
+def _bound(node) -> list:
+    """The names a function binds, in a fixed order: its arguments, then every name it assigns
+    (locals, loop and comprehension variables, nested functions' names and arguments)."""
+    names = _argument_names(node.args)
+    for sub in ast.walk(node):
+        if sub is node:
+            continue
+        if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
+            names.append(sub.id)
+        elif isinstance(sub, ast.arg):
+            names.append(sub.arg)
+        elif isinstance(sub, (*FUNCTIONS, ast.ClassDef)):
+            names.append(sub.name)
+        elif isinstance(sub, ast.ExceptHandler) and sub.name:
+            names.append(sub.name)
+    return list(dict.fromkeys(names))
 
 
 def _body(node) -> str:
-    """A function's body as ``ast.dump`` (no positions), without its docstring."""
-    body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    return ast.dump(ast.Module(body=body, type_ignores=[]))
+    """A function's body without its docstring, as ``ast.dump`` after every argument and local
+    name is replaced by a placeholder in order of appearance: a copy with renamed parameters or
+    locals gives the same text."""
+    node = copy.deepcopy(node)
+    names = {name: f"_{i}" for i, name in enumerate(_bound(node))}
+    node = _Renamed(names).visit(node)
+    return ast.dump(ast.Module(body=_without_docstring(node.body), type_ignores=[]))
+
+
+class _Inlined(ast.NodeTransformer):
+    def __init__(self, values: dict):
+        self.values = values
+
+    def visit_Name(self, node):
+        if isinstance(node.ctx, ast.Load) and node.id in self.values:
+            return copy.deepcopy(self.values[node.id])
+        return node
+
+
+def _expression(node) -> str | None:
+    """A function (or lambda) as one expression, its arguments as placeholders: a lambda's
+    body, or a body of single-name assignments (each name assigned once) and a return, the
+    assignments substituted into the return. None for any other body."""
+    node = copy.deepcopy(node)
+    args = {name: f"_{i}" for i, name in enumerate(_argument_names(node.args))}
+    if isinstance(node, ast.Lambda):
+        result = node.body
+    else:
+        body, values = _without_docstring(node.body), {}
+        if not body or not isinstance(body[-1], ast.Return) or body[-1].value is None:
+            return None
+        for statement in body[:-1]:
+            if not (isinstance(statement, ast.Assign) and len(statement.targets) == 1
+                    and isinstance(statement.targets[0], ast.Name)) \
+                    or statement.targets[0].id in values or statement.targets[0].id in args:
+                return None
+            values[statement.targets[0].id] = _Inlined(values).visit(statement.value)
+        result = _Inlined(values).visit(body[-1].value)
+    return ast.dump(_Renamed(args).visit(result))
 
 
 @functools.cache
 def asked(exercise: str) -> Asked:
     """The definitions exercise ``exercise`` asks for, from the registry."""
     entry = engine.lookup(exercise)
-    names, bodies = set(), set()
+    names, bodies, expressions = set(), set(), set()
     for fn in entry.sources:
         names.add(fn.__qualname__)
         node = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0]
         bodies.add(_body(node))
+        if _expression(node) is not None:
+            expressions.add(_expression(node))
     if entry.shown_name:
         names.add(entry.shown_name)
-    return Asked(frozenset(names), frozenset(bodies))
+    return Asked(frozenset(names), frozenset(bodies), frozenset(expressions))
 
 
 def source(cell) -> str:
     return "".join(cell["source"])
 
 
+def _python(text: str) -> ast.Module:
+    """``text``'s syntax tree (magic and shell lines blanked out)."""
+    return ast.parse("\n".join("" if MAGIC.match(line) else line for line in text.split("\n")))
+
+
 def parse(cell) -> ast.Module:
     """A code cell's syntax tree (magic and shell lines blanked out)."""
-    text = "\n".join("" if MAGIC.match(line) else line for line in source(cell).split("\n"))
-    return ast.parse(text)
+    return _python(source(cell))
 
 
 def definitions(tree) -> list:
     """``(qualified name, function node)`` for every function with a real body in the tree: a
-    method as ``Class.method``."""
-    functions = (ast.FunctionDef, ast.AsyncFunctionDef)
+    method as ``Class.method``; a lambda as the name it is assigned to, or ``lambda``."""
     named = {}  # node -> qualified name; a method is named by its class
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef):
             named.update({item: f"{node.name}.{item.name}" for item in node.body
-                          if isinstance(item, functions)})
-        elif isinstance(node, functions):
+                          if isinstance(item, FUNCTIONS)})
+        elif isinstance(node, FUNCTIONS):
             named.setdefault(node, node.name)
-    return [(name, node) for node, name in named.items() if not is_stub_body(node.body)]
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):
+            target = node.targets[0]
+            if isinstance(target, ast.Name):
+                named[node.value] = target.id
+            elif isinstance(target, ast.Attribute):
+                named[node.value] = target.attr
+        elif isinstance(node, ast.Lambda):
+            named.setdefault(node, "lambda")
+    return [(name, node) for node, name in named.items()
+            if isinstance(node, ast.Lambda) or not is_stub_body(node.body)]
 
 
 def reveals(tree, wanted: Asked) -> list:
     """What in ``tree`` gives away the answer: asked-for names with a real body, and functions
-    (any name) whose body is a reference's."""
-    return [name for name, node in definitions(tree)
-            if name in wanted.names or _body(node) in wanted.bodies]
+    or lambdas (any name) that are a reference with other names (see ``_body``,
+    ``_expression``)."""
+    found = []
+    for name, node in definitions(tree):
+        if name in wanted.names or _expression(node) in wanted.expressions or (
+                not isinstance(node, ast.Lambda) and _body(node) in wanted.bodies):
+            found.append(name)
+    return found
 
 
 def calls(tree, function: str) -> list:
-    """The string first arguments of every call ``function("...", ...)`` in the tree, with the
-    name of the second argument (or None)."""
+    """The string first arguments (or ``name=``) of every call of ``function`` in the tree, by
+    its name, an alias it was imported as, or a module's attribute (``ex.solution("...")``),
+    with the name of the second argument (or None)."""
+    aliases = {function} | {alias.asname for node in ast.walk(tree)
+                            if isinstance(node, ast.ImportFrom) for alias in node.names
+                            if alias.name == function and alias.asname}
     found = []
     for node in ast.walk(tree):
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == function and node.args
-                and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+        if not isinstance(node, ast.Call):
+            continue
+        func = node.func
+        if not ((isinstance(func, ast.Name) and func.id in aliases)
+                or (isinstance(func, ast.Attribute) and func.attr == function)):
+            continue
+        first = node.args[0] if node.args else next(
+            (k.value for k in node.keywords if k.arg == "name"), None)
+        if isinstance(first, ast.Constant) and isinstance(first.value, str):
             second = node.args[1] if len(node.args) > 1 else None
-            found.append((node.args[0].value,
-                          second.id if isinstance(second, ast.Name) else None))
+            found.append((first.value, second.id if isinstance(second, ast.Name) else None))
     return found
+
+
+FENCE = re.compile(r"^\s*(```|~~~)[^\n]*\n(.*?)^\s*\1", re.S | re.M)
+STARTS = re.compile(r"^(\s*)(def |class |async def |@|\w+\s*=\s*lambda\b)")
+
+
+def code_in_markdown(cell) -> list:
+    """The syntax trees of a markdown cell's fenced code blocks (those that parse)."""
+    trees = []
+    for match in FENCE.finditer(source(cell)):
+        with contextlib.suppress(SyntaxError, ValueError):
+            trees.append(_python(textwrap.dedent(match.group(2))))
+    return trees
+
+
+def printed(cell) -> str:
+    """The text of a code cell's stored outputs (streams, plain text, markdown, HTML)."""
+    texts = []
+    for output in cell.get("outputs", []):
+        if "text" in output:
+            texts.append("".join(output["text"]))
+        data = output.get("data", {})
+        for kind in ("text/plain", "text/markdown", "text/x-python"):
+            if kind in data:
+                texts.append("".join(data[kind]))
+        if "text/html" in data:
+            texts.append(html.unescape(re.sub(r"<[^>]+>", "", "".join(data["text/html"]))))
+    return "\n".join(texts)
+
+
+def code_in_text(text: str) -> list:
+    """The syntax trees of the definitions printed in ``text``: from each line that starts a
+    ``def``, a ``class``, a decorator or ``name = lambda``, the lines indented below it."""
+    lines, trees = text.split("\n"), []
+    for i, line in enumerate(lines):
+        match = STARTS.match(line)
+        if not match:
+            continue
+        indent, end = len(match.group(1)), i + 1
+        while end < len(lines) and (not lines[end].strip() or lines[end].startswith("@") or
+                                    len(lines[end]) - len(lines[end].lstrip()) > indent):
+            end += 1
+        with contextlib.suppress(SyntaxError, ValueError):
+            trees.append(ast.parse(textwrap.dedent("\n".join(lines[i:end]))))
+    return trees
 
 
 def defines(tree, name: str) -> bool:
@@ -146,13 +310,29 @@ def problems(notebook, stem: str = "notebook") -> list:
             except SyntaxError as error:
                 return [f"{stem} cell {index} is not valid Python: {error}"]
     found = []
-    for exercise, learner, checked in exercises(notebook):
+    every = exercises(notebook)
+    for exercise, learner, checked in every:
         wanted = asked(exercise)
-        for index in (i for i in sorted(code) if i < learner):
-            if not sync.is_collapsed(cells[index]):
-                found += [f"{stem} cell {index} shows {name} before cell {learner}, where the "
-                          f"learner writes {exercise!r}" for name in reveals(code[index], wanted)]
-            if exercise in (name for name, _ in calls(code[index], "solution")):
+        for index in range(learner):  # collapsed or not: a click away is too close
+            where = f"before cell {learner}, where the learner writes {exercise!r}"
+            collapsed = " (collapsed: move it after the check)" if sync.is_collapsed(
+                cells[index]) else ""
+            if index in code:
+                trees = [code[index]]
+                answered = {name for other, _, done in every if done < index
+                            for name in reveals(code[index], asked(other))}  # their reference
+                found += [f"{stem} cell {index} shows {name} {where}{collapsed}"
+                          for name in reveals(code[index], wanted) if name not in answered]
+                found += [f"{stem} cell {index} prints {name} in its stored output {where}"
+                          for tree in code_in_text(printed(cells[index]))
+                          for name in reveals(tree, wanted)]
+            elif cells[index]["cell_type"] == "markdown":
+                trees = code_in_markdown(cells[index])
+                found += [f"{stem} cell {index} shows {name} in a markdown code block {where}"
+                          for tree in trees for name in reveals(tree, wanted)]
+            else:
+                trees = []
+            if any(exercise == name for tree in trees for name, _ in calls(tree, "solution")):
                 found.append(f"{stem} cell {index} calls solution({exercise!r}) before cell "
                              f"{learner}, where the learner writes it")
         pending = set(wanted.names) | {COPY}  # revealed for the first time: the reference
@@ -190,7 +370,7 @@ def test_the_walk_is_not_vacuous():
     asked_in = {name for path in NOTEBOOKS for name, _, _ in exercises(load(path))}
     assert set(engine.MODULES) <= asked_in, set(engine.MODULES) - asked_in
     assert asked("multi_head_attention").names == {"MultiHeadAttention.forward"}
-    assert asked("count_parameters").names == {"total_parameters", "count_parameters"}
+    assert "count_parameters" in asked("count_parameters").names
 
 
 # ---------------------------------------------------------------- the test can fail

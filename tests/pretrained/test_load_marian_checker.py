@@ -1,4 +1,4 @@
-"""Notebook 14's checkers on answers a learner could write: an independently written correct
+"""Notebook 15's checkers on answers a learner could write: an independently written correct
 answer passes, each pitfall written the learner's way gets its hint (R1-R8), and a
 ``load_marian`` that returns no model is told so. (tests/exercises/test_exercise_registry.py
 runs the reference and the registered buggy variants of every exercise.)"""
@@ -56,7 +56,7 @@ def explicit_load(config, sd, attention=("q", "k", "v"),
                 copy(norm, f"{key}.{name}_layer_norm")
             copy(layer.feed_forward.linear1, f"{key}.fc1")
             copy(layer.feed_forward.linear2, f"{key}.fc2")
-    return model
+    return model.eval()  # the exercise asks for eval mode
 
 
 def test_an_independent_answer_passes(run_check):

@@ -1,4 +1,4 @@
-"""Notebook 14 offline: a Marian translator (Hugging Face's ``MarianMTModel``) in the course's
+"""Notebook 15 offline: a Marian translator (Hugging Face's ``MarianMTModel``) in the course's
 ``Transformer`` (``helpers/pretrained.py``), checked against Hugging Face itself.
 
 The real ``Helsinki-NLP/opus-mt-en-fr`` is never downloaded here. The tests rely on the

@@ -1,4 +1,4 @@
-"""What a production translator changes in the paper's model (notebook 14): the two layouts of
+"""What a production translator changes in the paper's model (notebook 15): the two layouts of
 the sinusoidal table side by side, and the feed-forward activations (ReLU against swish).
 """
 

@@ -1,4 +1,4 @@
-"""Notebook 14's write-first exercise: the learner's stub, the check, how to open the reference,
+"""Notebook 15's write-first exercise: the learner's stub, the check, how to open the reference,
 and the collapsed reference, whose code is helpers/pretrained.py's (the marker sits on the line
 below the ``#@title`` line, so helpers.course.sync, which reads first lines, does not see it yet).
 """
@@ -8,7 +8,7 @@ from pathlib import Path
 
 from helpers.course import sync
 
-NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "14_pretrained_translator.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "15_pretrained_translator.ipynb"
 CELLS = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]
 TITLE = "#@title Reference answer: load_marian\n"
 
@@ -26,9 +26,9 @@ def reference_index():
 def test_stub_check_note_then_the_collapsed_reference():
     i = reference_index()
     stub, checked, note, reference = CELLS[i - 3:i + 1]
-    assert source(stub).startswith("def load_marian(config, state_dict):")
+    assert source(stub).startswith("def my_load_marian(config, state_dict):")
     assert source(stub).rstrip().endswith("raise NotImplementedError  # your code here")
-    assert source(checked) == 'check("load_marian", load_marian)'
+    assert source(checked) == 'check("load_marian", my_load_marian)'
     assert note["cell_type"] == "markdown" and "Show code" in source(note)
     assert reference["metadata"]["cellView"] == "form"
     assert reference["metadata"]["jupyter"] == {"source_hidden": True}

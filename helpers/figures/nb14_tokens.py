@@ -1,0 +1,72 @@
+"""Subword tokens (notebook 14): a sentence cut into its pieces, and the trade-off between the
+size of a vocabulary and the number of tokens per sentence."""
+
+import matplotlib.pyplot as plt
+
+from .style import CONTRAST, FAINT, INK, LEVELS, MAY_ATTEND, MAY_ATTEND_LIGHT, MUTED, RANK_COLOURS
+
+PIECE_COLOURS = (MAY_ATTEND_LIGHT, RANK_COLOURS[1])  # neighbouring pieces alternate (blue, orange)
+PER_LINE = 12  # pieces per line before the sentence wraps
+
+
+def pieces_figure(pieces, title=None, ax=None):
+    """One box per piece, left to right, wrapped every :data:`PER_LINE` pieces; the pieces of a
+    word share its line, and the end-of-word marker ``</w>`` is drawn as a thin bar."""
+    pieces = [str(p) for p in pieces]
+    if not pieces:
+        raise ValueError("pieces_figure needs at least one piece")
+    rows = (len(pieces) + PER_LINE - 1) // PER_LINE
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 0.75 * rows + 0.7))
+    ax.set_xlim(0, PER_LINE)
+    ax.set_ylim(rows, 0)
+    ax.axis("off")
+    for i, piece in enumerate(pieces):
+        row, col = divmod(i, PER_LINE)
+        ends = piece.endswith("</w>")
+        text = piece[:-4] if ends else piece
+        ax.add_patch(plt.Rectangle((col + 0.04, row + 0.15), 0.92, 0.7,
+                                   color=PIECE_COLOURS[i % 2], ec=FAINT))
+        if ends:  # the end-of-word marker: a bar at the right edge of the box
+            ax.add_patch(plt.Rectangle((col + 0.9, row + 0.15), 0.06, 0.7, color=INK))
+        ax.text(col + 0.47, row + 0.5, text, ha="center", va="center", color=INK,
+                fontsize=11 if len(text) <= 8 else 8)
+    if title:
+        ax.set_title(title, fontsize=11, loc="left")
+    return ax.figure
+
+
+def merges_figure(pieces, num_merges: int, vocab_size: int, words: int):
+    """The slider's view: a sentence's pieces after ``num_merges`` merges, with the vocabulary
+    size and the sequence length (against the sentence's ``words``)."""
+    title = (f"{num_merges} merges: vocabulary {vocab_size} tokens, this sentence "
+             f"{len(pieces)} tokens for {words} words (a bar = end of a word)")
+    return pieces_figure(pieces, title)
+
+
+def vocab_tradeoff_figure(curves, words_point=None, chars_point=None):
+    """Tokens per sentence against vocabulary size, one line per tokenizer.
+
+    ``curves``: ``{name: [(vocab size, tokens per sentence), ...]}``; ``words_point`` and
+    ``chars_point``: ``(vocab size, tokens per sentence)`` of whole words and of characters,
+    drawn as single marked points.
+    """
+    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    colours = (MAY_ATTEND, CONTRAST[0], LEVELS[1], LEVELS[2], LEVELS[0])
+    if len(curves) > len(colours):
+        raise ValueError(f"vocab_tradeoff_figure draws at most {len(colours)} curves")
+    for (name, points), colour in zip(curves.items(), colours[:len(curves)], strict=True):
+        xs, ys = zip(*sorted(points), strict=True)
+        ax.plot(xs, ys, "o-", color=colour, label=name, markersize=4)
+    for point, label, marker in ((words_point, "whole words", "s"),
+                                 (chars_point, "characters", "D")):
+        if point is not None:
+            ax.plot(*point, marker, color=INK, markersize=8, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("vocabulary size (tokens, log scale)")
+    ax.set_ylabel("tokens per sentence (mean)")
+    ax.set_title("A larger vocabulary buys shorter sequences", fontsize=11)
+    ax.grid(True, color=FAINT, alpha=0.3)
+    ax.legend(frameon=False, fontsize=9, labelcolor=MUTED)
+    fig.tight_layout()
+    return fig
