@@ -6,6 +6,8 @@ residual path and norm) given notebook 06's causal mask: no encoder, no cross-at
 translator becomes one sequence, ``<bos> the cat eats <sep> le chat mange <eos>``, that the model
 learns to continue; the loss counts the French part only (``labels`` is ``PAD_ID`` elsewhere).
 The modern block's parts (RMSNorm, SwiGLU, rotary positions) are in :mod:`helpers.modern`.
+Notebook 12's two trained models (this GPT and notebook 09's encoder-decoder, on one budget) ship
+in ``assets/nb12_models.pt``: :func:`load_models`, retrained by :func:`retrain_models`.
 
 Shapes: ``B`` batch, ``L`` length, ``P`` prompt length, ``V`` vocabulary, ``h`` heads, ``d_k``
 head size.
@@ -16,6 +18,8 @@ import math
 import random
 import time
 from dataclasses import dataclass
+from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from torch import nn
@@ -26,10 +30,11 @@ from .data import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, Vocab, pad
 from .decoding import eval_mode
 from .layers import EncoderLayer, LayerNorm, layer_stack
 from .masks import causal_mask, padding_mask
+from .model import Transformer, TransformerConfig, build_model
 from .modern import RMSNorm, RotaryAttention, SwiGLU, apply_rope, rope_angles
 from .positional import PositionalEncoding
 from .training import count_parameters, label_smoothed_nll, make_optimizer, train
-from .translation import exact_match
+from .translation import CORPUS_ARGS, exact_match, make_corpus, train_translator
 from .utils import set_seed
 
 SEP = "<sep>"  # between the English sentence and its French continuation
@@ -207,6 +212,87 @@ def train_gpt(corpus, config: GPTConfig, steps: int = 600, batch_size: int = 128
                    continuation_loss, optimizer, scheduler, max_steps=steps,
                    max_seconds=max_seconds, progress=progress, on_step=on_step)
     return model.eval(), vocab, losses
+
+
+# ---- Notebook 12's two trained models, shipped in assets/ -------------------------------------
+
+MODELS_PATH = Path(__file__).resolve().parents[1] / "assets" / "nb12_models.pt"
+MODELS_BUDGET = {"steps": 200, "batch_size": 64, "seed": 0}  # notebook 12's BUDGET, for both
+
+
+class TrainedModels(NamedTuple):
+    """Notebook 12's decoder-only model and notebook 09's encoder-decoder, trained alike."""
+
+    gpt: GPT
+    vocab: Vocab  # the GPT's joint vocabulary
+    gpt_losses: list
+    encoder_decoder: Transformer  # translates corpus.src_vocab ids into corpus.tgt_vocab ids
+    ed_losses: list
+    ed_config: TransformerConfig
+    metadata: dict
+
+
+def train_models(corpus, steps: int = 200, batch_size: int = 64, seed: int = 0,
+                 progress: bool = False) -> TrainedModels:
+    """Notebook 12's section 4: the GPT (``GPTConfig()``) and notebook 09's encoder-decoder
+    (``TransformerConfig.small()``), both without dropout, on the same budget and seed."""
+    budget = {"steps": steps, "batch_size": batch_size, "seed": seed, "progress": progress}
+    start = time.perf_counter()
+    gpt, vocab, gpt_losses = train_gpt(corpus, GPTConfig(dropout=0.0), **budget)
+    ed_config = dataclasses.replace(TransformerConfig.small(), dropout=0.0)
+    encoder_decoder, ed_losses = train_translator(corpus, ed_config, **budget)
+    metadata = {"budget": {"steps": steps, "batch_size": batch_size, "seed": seed},
+                "train_seconds": round(time.perf_counter() - start, 1),
+                "torch_threads": torch.get_num_threads(),
+                "cpu_capability": torch.backends.cpu.get_cpu_capability()}  # ATEN_CPU_CAPABILITY
+    return TrainedModels(gpt, vocab, gpt_losses, encoder_decoder, ed_losses, ed_config, metadata)
+
+
+def save_models(models: TrainedModels, path, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
+    """Both models as plain types (configs, token lists, weights, loss histories), for
+    :func:`load_models`' safe ``torch.load(weights_only=True)``."""
+    def weights(model):
+        return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+    torch.save({"format": 1,
+                "gpt": {"config": dataclasses.asdict(models.gpt.config),
+                        "vocab": list(models.vocab.tokens), "state_dict": weights(models.gpt),
+                        "losses": [float(v) for v in models.gpt_losses]},
+                "encoder_decoder": {"config": dataclasses.asdict(models.ed_config),
+                                    "src_vocab": list(src_vocab.tokens),
+                                    "tgt_vocab": list(tgt_vocab.tokens),
+                                    "state_dict": weights(models.encoder_decoder),
+                                    "losses": [float(v) for v in models.ed_losses]},
+                "metadata": dict(models.metadata)}, path)
+
+
+def load_models(path=MODELS_PATH) -> TrainedModels:
+    """Notebook 12's two trained models (``assets/nb12_models.pt``), in eval mode, on the CPU.
+    ``metadata["src_vocab"]`` and ``["tgt_vocab"]`` are the encoder-decoder's vocabularies."""
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    g, e = saved["gpt"], saved["encoder_decoder"]
+    gpt, vocab = GPT(len(g["vocab"]), GPTConfig(**g["config"])), Vocab(g["vocab"])
+    gpt.load_state_dict(g["state_dict"])
+    ed_config = TransformerConfig(**e["config"])
+    encoder_decoder = build_model(ed_config, len(e["src_vocab"]), len(e["tgt_vocab"]))
+    encoder_decoder.load_state_dict(e["state_dict"])
+    metadata = {**saved["metadata"], "src_vocab": Vocab(e["src_vocab"]),
+                "tgt_vocab": Vocab(e["tgt_vocab"])}
+    return TrainedModels(gpt.eval(), vocab, g["losses"], encoder_decoder.eval(), e["losses"],
+                         ed_config, metadata)
+
+
+def retrain_models(path=None, progress: bool = True) -> dict:
+    """Retrain notebook 12's two models from scratch on the course's corpus (``CORPUS_ARGS``,
+    ``MODELS_BUDGET``), save them to ``path`` (default ``assets/nb12_models.pt``) and return
+    their metadata: ``python -m helpers.course --retrain-asset nb12``."""
+    corpus = make_corpus(**CORPUS_ARGS)
+    models = train_models(corpus, **MODELS_BUDGET, progress=progress)
+    metadata = {"corpus": dict(CORPUS_ARGS), **models.metadata,
+                "gpt_final_loss": models.gpt_losses[-1], "ed_final_loss": models.ed_losses[-1]}
+    save_models(models._replace(metadata=metadata), path or MODELS_PATH, corpus.src_vocab,
+                corpus.tgt_vocab)
+    return metadata
 
 
 # ---- Generation: sampling, the KV cache, the loop ---------------------------------------------

@@ -10,9 +10,13 @@ one), and the decoder started with the pad id (``bos_id`` of ``greedy_decode``).
   ``MarianMTModel``'s config and state dict -> the course's ``Transformer``;
 - :func:`load_opus_mt`: the real model and its tokenizer from the cache or the Hub, or None
   (after one sentence saying why) when there is no connection;
-- :func:`train_marian_tokenizer` and :func:`standin_marian`: the offline stand-in, a
-  SentencePiece vocabulary trained on given text and a small ``MarianMTModel`` with the real
-  model's conventions and random weights;
+- :func:`load_standin`: the offline stand-in, ``assets/nb15_marian/``: a small
+  ``MarianMTModel`` with the real model's conventions, trained on notebook 09's toy sentences,
+  and its SentencePiece vocabulary (retrained by :func:`retrain_standin`, through
+  ``python -m helpers.course --retrain-asset marian``);
+- :func:`train_marian_tokenizer` and :func:`standin_marian`: a SentencePiece vocabulary trained
+  on given text, and a small ``MarianMTModel`` with the real model's conventions and random
+  weights (the tests' and the checker's models);
 - :data:`MATCHING`: the ``generate`` settings under which its greedy and beam search give the
   course's ``greedy_decode`` and ``beam_search`` token for token.
 
@@ -22,7 +26,10 @@ the functions that need them.
 
 import json
 import os
+import random
 import socket
+import tempfile
+import time
 import warnings
 from pathlib import Path
 
@@ -168,8 +175,8 @@ def load_opus_mt(name: str = OPUS_MT, timeout: float = 5.0):
             if not source.get("local_files_only"):
                 reason = f"the download failed: {type(error).__name__}"
     print(f"The real {name} could not be downloaded ({reason}), so every step below runs on "
-          "a stand-in: a small MarianMTModel with the real model's conventions and random "
-          "weights, and a SentencePiece vocabulary trained here.")
+          "a stand-in: a small MarianMTModel with the real model's conventions, trained on "
+          "notebook 09's toy sentences.")
     return None
 
 
@@ -231,6 +238,153 @@ def standin_marian(vocab_size: int, seed: int = 0, std: float = 0.3, **sizes):
             if "embed_positions" not in name:
                 parameter.normal_(1.0 if name.endswith("layer_norm.weight") else 0.0, std)
         model.final_logits_bias.normal_(0.0, 1.0)
+    return published_generation(model).eval()
+
+
+def published_generation(model):
+    """``model`` with opus-mt's generation defaults: 4 beams, at most as many tokens as
+    positions (512 there), ``<pad>`` never generated."""
+    config = model.config
     model.generation_config.update(num_beams=4, max_length=config.max_position_embeddings,
                                    bad_words_ids=[[config.pad_token_id]])
-    return model.eval()
+    return model
+
+
+# ----------------------------------------------------------------------------------------------
+# The offline stand-in: a small Marian translator trained on the course's corpus
+# ----------------------------------------------------------------------------------------------
+
+STANDIN_PATH = Path(__file__).resolve().parents[1] / "assets" / "nb15_marian"
+# notebook 09's corpus and small model (2 + 2 layers of width 64), a SentencePiece vocabulary
+# of 500 pieces (most toy words whole), the course's training recipe
+STANDIN_CORPUS_ARGS = {"seed": 0, "num_train": 20000, "num_valid": 500, "num_test": 1000}
+STANDIN_SIZES = {"d_model": 64, "layers": 2, "heads": 4, "ffn": 256, "max_positions": 128}
+STANDIN_TRAINING = {"steps": 1200, "batch_size": 128, "warmup": 200, "label_smoothing": 0.1,
+                    "clip_norm": 1.0, "seed": 0}
+STANDIN_VOCAB_SIZE = 500
+
+
+def sentence_case(text: str) -> str:
+    """A toy sentence as a person writes it: ``"j'aime la voiture blanche"`` ->
+    ``"J'aime la voiture blanche."``."""
+    return text[:1].upper() + text[1:] + "."
+
+
+def load_standin(path=STANDIN_PATH):
+    """``(MarianMTModel in eval mode, MarianTokenizer)``: the offline stand-in saved in
+    ``path`` (``save_pretrained``'s folder), loaded as the real model is, without a network."""
+    transformers = _transformers()
+    with warnings.catch_warnings():  # "Recommended: pip install sacremoses."
+        warnings.simplefilter("ignore")
+        tokenizer = transformers.MarianTokenizer.from_pretrained(path, local_files_only=True)
+    model = transformers.MarianMTModel.from_pretrained(path, dtype=torch.float32,
+                                                       local_files_only=True)
+    return model.eval(), tokenizer
+
+
+def _encoded_pairs(pairs, tokenizer) -> list:
+    """Each ``(english, french)`` pair as two lists of ids, each ending with ``</s>``."""
+    sources = tokenizer([en for en, _ in pairs]).input_ids
+    targets = tokenizer(text_target=[fr for _, fr in pairs]).input_ids
+    return list(zip(sources, targets, strict=True))
+
+
+def _marian_batches(encoded, batch_size: int, pad_id: int, seed: int):
+    """Endless batches ``(input_ids, attention_mask, labels)``, shuffled anew every epoch,
+    padded with ``pad_id``."""
+    rng, order = random.Random(seed), list(range(len(encoded)))
+    while True:
+        rng.shuffle(order)
+        for start in range(0, len(order) - batch_size + 1, batch_size):
+            chosen = [encoded[i] for i in order[start:start + batch_size]]
+            padded = [torch.nn.utils.rnn.pad_sequence([torch.tensor(ids[k]) for ids in chosen],
+                                                      batch_first=True, padding_value=pad_id)
+                      for k in (0, 1)]
+            yield padded[0], padded[0] != pad_id, padded[1]
+
+
+def train_standin(pairs, tokenizer, steps: int, batch_size: int = 128, warmup: int = 200,
+                  label_smoothing: float = 0.1, clip_norm: float = 1.0, seed: int = 0,
+                  progress: bool = True):
+    """A small ``MarianMTModel`` (:data:`STANDIN_SIZES`, ``tokenizer``'s vocabulary, the
+    published conventions and generation defaults) trained on ``pairs`` as notebook 09 trains
+    its model: Adam with the warm-up schedule, label smoothing, clipping. The decoder reads the
+    labels behind the pad id (notebook 15's exercise 2). Returns ``(model in eval mode,
+    losses)``.
+
+    ``transformers`` keeps ``final_logits_bias`` as a constant buffer; Marian trains it, so it is
+    a parameter here while training."""
+    from .training import label_smoothed_nll, make_optimizer, train
+
+    transformers = _transformers()
+    config = marian_config(len(tokenizer), **STANDIN_SIZES)
+    pad = config.pad_token_id
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = transformers.MarianMTModel(config)
+    bias = model.final_logits_bias
+    del model._buffers["final_logits_bias"]
+    model.final_logits_bias = torch.nn.Parameter(bias)  # trained, as in Marian
+
+    def loss_fn(model, batch):
+        input_ids, attention_mask, labels = batch
+        start = torch.full_like(labels[:, :1], pad)  # the decoder starts from the pad id
+        decoder_inputs = torch.cat([start, labels[:, :-1]], dim=1)  # the labels shifted right
+        logits = model(input_ids=input_ids, attention_mask=attention_mask,
+                       decoder_input_ids=decoder_inputs).logits
+        return label_smoothed_nll(logits, labels, label_smoothing, ignore_index=pad)
+
+    optimizer, scheduler = make_optimizer(model, config.d_model, warmup)
+    batches = _marian_batches(_encoded_pairs(pairs, tokenizer), batch_size, pad, seed)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)  # dropout's masks
+        losses = train(model, batches, loss_fn, optimizer, scheduler, max_steps=steps,
+                       clip_norm=clip_norm, progress=progress)
+    trained = model.final_logits_bias.detach()
+    del model._parameters["final_logits_bias"]
+    model.register_buffer("final_logits_bias", trained)  # back to transformers' layout
+    return published_generation(model).eval(), losses
+
+
+def standin_exact_match(model, tokenizer, pairs, batch_size: int = 100) -> float:
+    """The share of ``pairs`` whose greedy translation (``generate`` with :data:`MATCHING`)
+    is exactly the French sentence."""
+    right = 0
+    for start in range(0, len(pairs), batch_size):
+        chunk = pairs[start:start + batch_size]
+        batch = tokenizer([en for en, _ in chunk], padding=True, return_tensors="pt")
+        with torch.no_grad():
+            out = model.generate(**batch, num_beams=1, max_new_tokens=32, **MATCHING)
+        said = tokenizer.batch_decode(out, skip_special_tokens=True)
+        right += sum(a == fr for a, (_, fr) in zip(said, chunk, strict=True))
+    return right / len(pairs)
+
+
+def retrain_standin(path=None, progress: bool = True) -> dict:
+    """Retrain notebook 15's offline stand-in from scratch and save it (``save_pretrained``:
+    config, weights, generation defaults, the tokenizer's files, and ``training.json``, the
+    metadata returned) to ``path`` (default :data:`STANDIN_PATH`): a SentencePiece vocabulary
+    and a ``MarianMTModel`` trained on :data:`STANDIN_CORPUS_ARGS`'s corpus, each sentence
+    written as a person writes it (:func:`sentence_case`)."""
+    from .translation import make_corpus
+
+    corpus = make_corpus(**STANDIN_CORPUS_ARGS)
+    train, valid, test = ([(sentence_case(en), sentence_case(fr)) for en, fr in split]
+                          for split in (corpus.train, corpus.valid, corpus.test))
+    with tempfile.TemporaryDirectory() as folder:
+        tokenizer = train_marian_tokenizer([s for pair in train for s in pair], folder,
+                                           vocab_size=STANDIN_VOCAB_SIZE)
+    begin = time.perf_counter()
+    model, losses = train_standin(train, tokenizer, progress=progress, **STANDIN_TRAINING)
+    seconds = time.perf_counter() - begin
+    metadata = {"corpus": dict(STANDIN_CORPUS_ARGS), "sentence_case": True,
+                "vocab_size": len(tokenizer), "sizes": dict(STANDIN_SIZES),
+                "training": dict(STANDIN_TRAINING), "train_seconds": round(seconds, 1),
+                "torch_threads": torch.get_num_threads(), "final_loss": round(losses[-1], 4),
+                "valid_exact_match": standin_exact_match(model, tokenizer, valid),
+                "test_exact_match": standin_exact_match(model, tokenizer, test)}
+    path = Path(path or STANDIN_PATH)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    (path / "training.json").write_text(json.dumps(metadata, indent=1) + "\n", encoding="utf-8")
+    return metadata

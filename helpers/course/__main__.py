@@ -2,11 +2,11 @@
 
 import sys
 
-from .tools import execute_in_place, retrain_asset, write_assets
+from .tools import RETRAINABLE, execute_in_place, retrain_asset, write_assets
 
 USAGE = ("usage: python -m helpers.course --write-assets\n"
          "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]\n"
-         "       python -m helpers.course --retrain-asset [translator|negation] [PATH]"
+         f"       python -m helpers.course --retrain-asset [{'|'.join(RETRAINABLE)}] [PATH]"
          "   (two torch threads)\n"
          "       python -m helpers.course --sweep [--jobs N] [--notebooks NN ...]   "
          "(assets/sweep.json)")

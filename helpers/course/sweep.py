@@ -36,7 +36,8 @@ SWEEP_PATH = ROOT / "assets" / "sweep.json"
 # (the notebooks use seed 0; seeds 1 and 2 show how far one run is from another). Each run takes
 # about as long as notebooks 09 and 12 together; add runs here to sweep more CPUs.
 RUNS = [
-    {"switches": {}, "threads": 1, "seed": 0},
+    {"switches": {}, "threads": 1, "seed": 0},  # the sweeping machine's own CPU (AVX-512 here)
+    {"switches": {"ATEN_CPU_CAPABILITY": "avx2"}, "threads": 1, "seed": 0},
     {"switches": {"ATEN_CPU_CAPABILITY": "default"}, "threads": 1, "seed": 0},
     {"switches": {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}, "threads": 2,
      "seed": 0},
@@ -57,10 +58,16 @@ METRICS = {
     "12.black_rabbits_top2": "notebook 12: 1 if 'noirs' and 'noires' are the two likeliest words",
     "12.sampling_order": "notebook 12: 1 if exact match falls as the temperature rises (greedy, "
                          "0.5, 1, 1.5) and top-k 3 recovers over 5 points at 1.5",
-    "14.names_copied": "notebook 14: % of the named test sentences whose unseen name the subword "
-                       "translator copies (first word right)",
-    "14.named_exact_match": "notebook 14: the subword translator's exact match on the named test "
-                            "sentences (the word-level one: 0 by construction)",
+    **{f"14.{kind}_exact_match": f"notebook 14: the {what} translator's exact match on the "
+                                  "test split (sentences without names)"
+       for kind, what in [("words", "word-level"), ("subwords", "subword"),
+                          ("tied", "tied subword")]},
+    **{f"14.{kind}_{test}_{score}": f"notebook 14: the {what} translator's {measure} on the "
+                                    f"{sentences}"
+       for kind, what in [("subwords", "subword"), ("tied", "tied subword")]
+       for test, sentences in [("names", "sentences with unseen names (training syllables)"),
+                               ("new", "sentences with unseen names made of new syllables")]
+       for score, measure in [("copied", "% of names copied"), ("exact_match", "exact match")]},
 }
 
 
@@ -169,30 +176,30 @@ def _notebook_12(seed: int) -> dict:
 
 
 def _notebook_14(seed: int) -> dict:
-    """Notebook 14's subword translator on the corpus with names, and its two scores."""
-    import warnings
-
-    from helpers.tokens import BPE
-    from helpers.translation import CORPUS_ARGS, exact_match, make_corpus, translate
-    from helpers.translation.corpus import Corpus
+    """Notebook 14's three translators (word-level; subword; subword with one tied matrix), each
+    trained for NAMED_STEPS steps on the corpus with names, and their scores on the three test
+    sets (the word-level one copies no unseen name, on any CPU: it has no token for one)."""
+    from helpers.translation import CORPUS_ARGS, make_corpus
     from helpers.translation.names import (
-        NAMED_MERGES,
-        NAMED_STEPS,
+        NAMED_KINDS,
         name_corpus,
-        train_shared_translator,
+        named_scores,
+        named_vocabularies,
+        train_named,
     )
 
-    corpus = make_corpus(**CORPUS_ARGS)
-    train, test, _ = name_corpus(corpus)
-    subwords = BPE([s for pair in train for s in pair], NAMED_MERGES, split=str.split)
-    model, _ = train_shared_translator(Corpus(train, corpus.valid, test, [], subwords, subwords),
-                                       steps=NAMED_STEPS, seed=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        outputs = translate(model, [e for e, _ in test], subwords, subwords)
-    copied = sum(o.split()[:1] == e.split()[:1] for o, (e, _) in zip(outputs, test, strict=True))
-    return {"14.names_copied": 100 * copied / len(test),
-            "14.named_exact_match": exact_match(outputs, [f for _, f in test])}
+    named = name_corpus(make_corpus(**CORPUS_ARGS))
+    vocabularies = named_vocabularies(named)
+    metrics = {}
+    for kind in NAMED_KINDS:
+        model, _ = train_named(kind, named, vocabularies, seed=seed)
+        scores = named_scores(model, *vocabularies[kind], named)
+        metrics[f"14.{kind}_exact_match"] = scores["ordinary"][0]
+        if kind != "words":
+            for test, name in [("names", "names"), ("new_syllables", "new")]:
+                metrics[f"14.{kind}_{name}_exact_match"], metrics[f"14.{kind}_{name}_copied"] = \
+                    scores[test]
+    return metrics
 
 
 NOTEBOOKS = {"09": _notebook_09, "12": _notebook_12, "14": _notebook_14}
@@ -237,6 +244,21 @@ def summarise(results: list) -> dict:
             for seed_0 in [[r["metrics"][name] for r in results if r["seed"] == 0]]}
 
 
+def _without(runs: list, notebooks) -> list:
+    """``runs`` of an earlier sweep without what they measured of ``notebooks``: a run of those
+    notebooks alone goes, a run of every notebook keeps the other notebooks' metrics."""
+    prefixes = tuple(f"{number}." for number in notebooks)
+    kept = []
+    for run in runs:
+        if set(run.get("notebooks", ())) & set(notebooks):
+            continue
+        others = {name: value for name, value in run["metrics"].items()
+                  if not name.startswith(prefixes)}
+        if others:
+            kept.append({**run, "metrics": others})
+    return kept
+
+
 def sweep(runs=RUNS, jobs: int = 2, path: Path = SWEEP_PATH, notebooks=None) -> dict:
     """Every run of ``runs`` (``jobs`` at a time), summarised and written to ``path``. With
     ``notebooks`` (such as ``["14"]``), only theirs: their metrics replace those in ``path``,
@@ -249,8 +271,9 @@ def sweep(runs=RUNS, jobs: int = 2, path: Path = SWEEP_PATH, notebooks=None) -> 
     minutes = (time.perf_counter() - start) / 60
     if notebooks and path.exists():
         kept = json.loads(path.read_text())
-        metrics = {**kept["metrics"], **metrics}
-        results = [*kept["runs"], *results]
+        metrics = {name: row for name, row in {**kept["metrics"], **metrics}.items()
+                   if name in METRICS}  # a metric no longer measured goes
+        results = [*_without(kept["runs"], notebooks), *results]
         minutes += kept.get("minutes", 0)  # the time of the whole sweep, in parts
     summary = {"metrics": metrics, "runs": results, "minutes": round(minutes, 1),
                "machine": {"cpu_count": os.cpu_count(), "jobs": jobs}}

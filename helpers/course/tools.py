@@ -22,6 +22,24 @@ def write_assets(folder: Path = ASSETS) -> list:
     return [path]
 
 
+def drop_repeated_figures(notebook) -> None:
+    """Keep only the widget in the stored outputs of each ``interact`` cell.
+
+    Executed without a front end, a slider cell stores the figure its function drew at the
+    start, beside the widget. The cell before it draws the same figure for readers without a
+    kernel (GitHub, a notebook opened without running it), who would then see it twice; in a
+    running notebook the widget draws it again anyway."""
+    for cell in notebook.cells:
+        if cell.cell_type != "code" or "interact(" not in cell.source:
+            continue
+        widget = [out for out in cell.outputs
+                  if "application/vnd.jupyter.widget-view+json" in out.get("data", {})]
+        if widget:
+            cell.outputs = [out for out in cell.outputs
+                            if out in widget or not any(kind.startswith("image/")
+                                                        for kind in out.get("data", {}))]
+
+
 def execute_in_place(paths) -> None:
     """Re-execute each notebook top to bottom in a new kernel (one torch thread, at most 300 s a
     cell) and store its outputs, as a contributor must after changing one. It uses
@@ -41,15 +59,39 @@ def execute_in_place(paths) -> None:
         notebook = nbformat.read(path, as_version=4)
         one_thread = {**os.environ, "OMP_NUM_THREADS": "1", OFFLINE_VARIABLE: "1"}
         execute_notebook(notebook, path.resolve().parent, env=one_thread)
+        drop_repeated_figures(notebook)
         nbformat.write(notebook, path)
         print(f"executed and saved {path}")
 
 
+# What ``retrain_asset`` can retrain: name -> the shipped file and the notebook that loads it.
+RETRAINABLE = {
+    "translator": "assets/translator.pt: notebooks 10 and 11",
+    "negation": "assets/translator_negation.pt: notebook 10's negation model",
+    "nb12": "assets/nb12_models.pt: notebook 12's decoder-only and encoder-decoder models",
+    "nb14_words": "notebook 14's word-level translator",
+    "nb14_subwords": "notebook 14's subword translator",
+    "nb14_tied": "notebook 14's subword translator with one tied embedding matrix",
+    "marian": "assets/nb15_marian/: notebook 15's offline stand-in (a MarianMTModel)",
+}
+
+
 def retrain_asset(which: str = "translator", path=None, progress: bool = True) -> dict:
-    """Retrain a shipped translator from scratch, save it to ``path`` and return its metadata:
-    ``train_translator``'s defaults, and for ``which="translator"`` (``assets/translator.pt``)
-    ``ASSET_STEPS`` steps on the course's corpus, for ``which="negation"``
-    (``assets/translator_negation.pt``) ``NEGATION_STEPS`` on the corpus with negations."""
+    """Retrain a shipped model from scratch (``which``: a name of :data:`RETRAINABLE`), save it
+    to ``path`` (default: the shipped file) and return its metadata. For the translators of
+    notebooks 10 and 11: ``train_translator``'s defaults, with ``ASSET_STEPS`` steps on the
+    course's corpus (``"translator"``) or ``NEGATION_STEPS`` on the corpus with negations
+    (``"negation"``)."""
+    if which not in RETRAINABLE:
+        raise ValueError(f"expected one of {sorted(RETRAINABLE)}, got {which!r}")
+    if which == "nb12":  # notebook 12's two models (assets/nb12_models.pt): helpers.gpt's recipe
+        from ..gpt import retrain_models
+
+        return retrain_models(path, progress)
+    if which == "marian":  # notebook 15's offline stand-in (assets/nb15_marian/), a MarianMTModel
+        from ..pretrained import retrain_standin
+
+        return retrain_standin(path, progress)
     import inspect
     import time
 
@@ -57,14 +99,16 @@ def retrain_asset(which: str = "translator", path=None, progress: bool = True) -
     from ..model import TransformerConfig
     from ..training import save_checkpoint
 
+    if which in ("nb14_words", "nb14_subwords", "nb14_tied"):  # notebook 14's three translators
+        from ..translation.names import retrain_named
+
+        return retrain_named(which.removeprefix("nb14_"), path, progress)
     parameters = inspect.signature(task.train_translator).parameters.values()
     defaults = {p.name: p.default for p in parameters
                 if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}
     shipped = {"translator": (task.CORPUS_ARGS, task.ASSET_STEPS, task.ASSET_PATH),
                "negation": (task.NEGATION_CORPUS_ARGS, task.NEGATION_STEPS,
                             task.NEGATION_ASSET_PATH)}
-    if which not in shipped:
-        raise ValueError(f"expected one of {sorted(shipped)}, got {which!r}")
     corpus_args, steps, default_path = shipped[which]
     training = {**defaults, "steps": steps}
     corpus, config = task.make_corpus(**corpus_args), TransformerConfig.small()

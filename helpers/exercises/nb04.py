@@ -1,4 +1,4 @@
-"""Notebook 04's exercises: ``layer_norm`` (with the LayerNorm bugs N1-N5 as buggy
+"""Notebook 04's exercises: ``layer_norm`` (with the LayerNorm bugs N1-N8 as buggy
 variants), ``feed_forward``, and one sub-layer with its residual path and LayerNorm, post-norm or
 pre-norm (``residual_sublayer``).
 """

@@ -74,7 +74,7 @@ def alignment_accuracy_figure(accuracy, titles, chance=None):
         ax.set_xticks(range(num_heads), [f"head {h}" for h in range(num_heads)], fontsize=8)
         ax.set_yticks(range(num_layers), [f"layer {i}" for i in range(num_layers)], fontsize=8)
         ax.set_title(titles[p], fontsize=10)
-    fig.colorbar(image, ax=axes, label="fraction of sentences", shrink=0.9)
+    fig.colorbar(image, ax=axes, label="fraction of noun-adjective pairs", shrink=0.9)
     if chance is not None:
         fig.suptitle(f"argmax of cross-attention on the right English word "
                      f"(chance about {100 * chance:.0f}%)", fontsize=10)

@@ -200,19 +200,23 @@ def rope_figure(theta=0.35, positions=6, pairs=((2, 0), (8, 6)), q_angle=0.3, k_
     return fig
 
 
-def gpt_attention_figure(weights, tokens, sep, title=None):
+def gpt_attention_figure(weights, tokens, sep, title=None, last_predicts="<eos>"):
     """One attention map ``(L, L)`` of the GPT on ``tokens`` (L words, ``<bos> English <sep>
     French``), the causal upper triangle grey. The rows that predict the French (``<sep>`` and
     after) looking at the English columns, framed in orange, do what cross-attention did in the
-    encoder-decoder. ``sep``: the position of ``<sep>``."""
+    encoder-decoder. ``sep``: the position of ``<sep>``. Those rows are labelled as notebook 11
+    labels queries, ``input → the token it predicts`` (the last row predicts ``last_predicts``);
+    the prompt's rows, whose predictions the loss ignores, by their input alone."""
     weights = as_array(weights, "weights", ndim=2)
     L = weights.shape[0]
     if weights.shape != (L, L) or len(tokens) != L:
         raise ValueError(f"expected weights (L, L) and L tokens, got {weights.shape} and "
                          f"{len(tokens)} tokens")
+    predicted = [*tokens[sep + 1:], last_predicts]  # row t predicts token t + 1
+    rows = [*tokens[:sep], *(f"{a} → {b}" for a, b in zip(tokens[sep:], predicted, strict=True))]
     blocked = np.triu(np.ones((L, L), dtype=bool), 1)  # the future: masked
     fig, ax = plt.subplots(figsize=(7.2, 6.2), layout="constrained")
-    attention_heatmap(weights, tokens, tokens, title=title, ax=ax, vmax=None, blocked=blocked)
+    attention_heatmap(weights, tokens, rows, title=title, ax=ax, vmax=None, blocked=blocked)
     ax.add_patch(Rectangle((0.5, sep - 0.5), sep - 1, L - sep, fill=False, edgecolor=HIGHLIGHT,
                            lw=2))  # French (and <sep>) queries x English keys
     ax.axhline(sep - 0.5, color=INK, lw=0.8)  # below: the rows that predict the French

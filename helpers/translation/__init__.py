@@ -10,6 +10,8 @@ module            what it holds
 ``evaluation``    :func:`translate` strings, :func:`exact_match`, :func:`bleu`
 ``translator``    :func:`train_translator`, :func:`load_translator`: the
                   shipped models in ``assets/``, and the arguments they used
+``names``         notebook 14: the corpus with names, its three translators
+                  (``assets/nb14_*.pt``)
 ================  ============================================================
 """
 

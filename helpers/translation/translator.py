@@ -1,7 +1,9 @@
 """The course's trained translators: one call to train one, and the shipped assets.
 
 ``assets/translator.pt`` (notebooks 10 and 11) and ``assets/translator_negation.pt`` (notebook
-10's harder test) are retrained with ``python -m helpers.course --retrain-asset [negation]``.
+10's harder test) are retrained with ``python -m helpers.course --retrain-asset [negation]``;
+notebook 14's three (``assets/nb14_*.pt``) with ``--retrain-asset nb14_words`` (``nb14_subwords``,
+``nb14_tied``), from :mod:`.names`.
 """
 
 from functools import partial

@@ -7,7 +7,14 @@ from helpers.data import BOS_ID, EOS_ID, PAD_ID
 from helpers.tokens import BPE, attention_cost, byte_symbols, course_prose, words_of
 from helpers.translation import CORPUS_ARGS, make_corpus
 from helpers.translation.corpus import Corpus
-from helpers.translation.names import make_names, name_corpus, train_shared_translator
+from helpers.translation.names import (
+    NEW_SYLLABLES,
+    PRONOUNS,
+    SYLLABLES,
+    make_names,
+    name_corpus,
+    train_shared_translator,
+)
 
 
 def test_bpe_stands_in_for_a_vocab():
@@ -23,13 +30,25 @@ def test_bpe_stands_in_for_a_vocab():
 
 def test_names_are_new_words_and_test_names_are_unseen():
     corpus = make_corpus(**CORPUS_ARGS)
-    train, test, unseen = name_corpus(corpus)
-    assert len(train) == len(corpus.train) and len(test) > 50
-    train_words = {w for pair in train for s in pair for w in s.split()}
-    assert not set(unseen) & train_words
-    for english, french in test:
-        assert english.split()[0] == french.split()[0] in unseen
+    named = name_corpus(corpus, test_size=200)
+    assert len(named.train) == len(corpus.train) and named.ordinary == corpus.test
+    assert len(named.names) == len(named.new_syllables) == 200
+    train_words = {w for pair in named.train for s in pair for w in s.split()}
+    assert not (set(named.test_names) | set(named.new_names)) & train_words
+    taken = set(corpus.train) | set(corpus.valid) | set(corpus.test)
+    for (english, french), (new_english, new_french) in zip(named.names, named.new_syllables,
+                                                            strict=True):
+        assert english.split()[0] == french.split()[0] in named.test_names
+        assert new_english.split()[0] == new_french.split()[0] in named.new_names
+        assert english.split()[1:] == new_english.split()[1:]  # the same sentence, renamed
+        assert any((f"{pronoun} {english.split(' ', 1)[1]}",  # the sentence before its name
+                    f"{french_pronoun} {french.split(' ', 1)[1]}") not in taken
+                   for pronoun, french_pronoun in PRONOUNS.items())
+    new_syllables = {name[i:i + 2] for name in named.new_names for i in (0, 2)}
+    assert new_syllables <= set(NEW_SYLLABLES) and not new_syllables & set(SYLLABLES)
     assert len(make_names(random.Random(0), 50, syllables=(2,))) == 50
+    # the test sets do not change the training pairs
+    assert name_corpus(corpus, test_size=10).train == named.train
 
 
 def test_the_shared_translator_uses_one_matrix_three_times():

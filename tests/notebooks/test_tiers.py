@@ -67,7 +67,7 @@ def test_shortened_files_and_nodes_agree(tmp_path):
     nbformat.validate(written)
     assert [c.source for c in written.cells] == [c.source for c in node.cells]
     assert len(json.loads(copy.read_text())["cells"]) == len(node.cells)
-    assert "steps=20" in "".join(c.source for c in node.cells)
+    assert "corpus.test[:20]" in "".join(c.source for c in node.cells)
 
 
 def test_the_longest_notebooks_are_handed_out_first():
