@@ -5,35 +5,42 @@ Each module holds the finished version of one concept, built step by step in a n
 ==================  ==========================================  ========
 module              what it holds                               notebook
 ==================  ==========================================  ========
-``attention``       scaled dot-product and multi-head attention  01, 03
-``checks``          input checks with clear errors               all
-``positional``      sinusoidal positional encoding               02
-``layers``          LayerNorm, feed-forward, encoder/decoder     04, 05, 07
-``masks``           look-ahead and padding masks                 06
-``model``           ``TransformerConfig``, the Transformer       08
-``data``            vocabularies, padded batches                 09
-``training``        label smoothing, warm-up, the training loop  09
-``decoding``        greedy decoding, beam search, the KV cache   10
-``ablation``        removing attention heads (``zero_head``)     11
-``interop``         conversion to PyTorch's own modules          05, 07, 08
-``gpt``             a decoder-only model, sampling, RMSNorm,     12
-                    SwiGLU, rotary positions, the ablation
-``distributed``     training with DistributedDataParallel        13
-                    (``torchrun``), FSDP, accumulation, bf16
-``pretrained``      a real translator (Marian, opus-mt-en-fr)    14
-                    in the course's Transformer, an offline
+``utils``           seeding and device choice                   all
+``checks``          input checks with clear errors              all
+``attention``       scaled dot-product and multi-head attention 01, 03
+``positional``      sinusoidal positional encoding              02
+``interop``         conversion to PyTorch's own modules         03, 05, 07, 08
+``layers``          LayerNorm, feed-forward, encoder/decoder    04, 05, 07
+``masks``           look-ahead and padding masks                06
+``model``           ``TransformerConfig``, the Transformer      08
+``data``            vocabularies, padded batches                09-14
+``training``        label smoothing, warm-up, the training loop 09
+``decoding``        greedy decoding, beam search, the KV cache  10
+``ablation``        removing attention heads (``zero_head``)    11
+``gpt``             the decoder-only model, translation by      12
+                    continuation, sampling, the ablation
+                    runner, the shipped models
+``modern``          RMSNorm, SwiGLU, rotary positions           12
+``distributed``     training with DistributedDataParallel       13
+                    (``torchrun``), accumulation, bf16
+``fsdp``            FSDP sharding, sharded checkpoints          13
+``tokens``          byte-pair encoding, the ``BPE`` tokenizer,  14
+                    the snapshot of the course's prose
+``pretrained``      a real translator (Marian, opus-mt-en-fr)   15
+                    in the course's Transformer, the offline
                     stand-in (imports ``transformers`` lazily)
-``utils``           seeding and device choice                    all
-``translation``     the toy task the model learns: a grammar     09-13
+``translation``     the toy task the model learns: a grammar    09-15
                     (``lexicon``), ``make_corpus``,
                     ``translate`` and its scores, the shipped
-                    translators
-``figures``         drawing only, one module per notebook        all
-``exercises``       ``check`` and ``solution``; one module per   01-14
+                    translators, notebook 14's names
+``figures``         drawing only, one module per notebook       all
+``exercises``       ``check`` and ``solution``; one module per  all
                     notebook; ``pitfalls``: the classic bugs
-``course``          the course's tooling: setup cell, version    all
+``course``          the course's tooling: setup cell, version   all
                     check; ``tools`` (re-execution, assets);
-                    ``sync`` (marked cells from ``helpers/``)
+                    ``sync`` (marked cells from ``helpers/``);
+                    ``sweep`` (claims across CPUs and seeds)
+``bench``           the benchmark (``python -m helpers.bench``) none
 ==================  ==========================================  ========
 
 Letters used in shape comments everywhere:
