@@ -7,20 +7,27 @@ module              what it holds                               notebook
 ==================  ==========================================  ========
 ``utils``           seeding and device choice                   all
 ``checks``          input checks with clear errors              all
-``attention``       scaled dot-product and multi-head attention 01, 03
-``positional``      sinusoidal positional encoding              02
+``attention``       scaled dot-product attention, the one       01, 03, 10, 12
+                    multi-head attention (every attention of
+                    the course, the KV cache, rotary option)
+``positional``      sinusoidal positional encoding; rotary      02, 12
+                    positions (``rope_angles``, ``apply_rope``)
 ``interop``         conversion to PyTorch's own modules         03, 05, 07, 08
-``layers``          LayerNorm, feed-forward, encoder/decoder    04, 05, 07
+``layers``          LayerNorm and RMSNorm, feed-forward and     04, 05, 07, 12
+                    SwiGLU, the residual sub-layer, the
+                    encoder and decoder layers and stacks
 ``masks``           look-ahead and padding masks                06
-``model``           ``TransformerConfig``, the Transformer      08
+``model``           ``TransformerConfig``, the Transformer      08, 10
 ``data``            vocabularies, padded batches                09-14
 ``training``        label smoothing, warm-up, the training loop 09
-``decoding``        greedy decoding, beam search, the KV cache  10
+``decoding``        greedy decoding, beam search                10
 ``ablation``        removing attention heads (``zero_head``)    11
-``gpt``             the decoder-only model, translation by      12
-                    continuation, sampling, the ablation
-                    runner, the shipped models
-``modern``          RMSNorm, SwiGLU, rotary positions           12
+``gpt``             the decoder-only model: ``GPTConfig``,      12
+                    ``Block``, ``GPT``
+``generation``      sampling filters, the generation loop       12
+``continuation``    translation by continuation: the data,      12
+                    ``train_gpt``, the shipped models, the
+                    block variants compared
 ``distributed``     training with DistributedDataParallel       13
                     (``torchrun``), accumulation, bf16
 ``fsdp``            FSDP sharding, sharded checkpoints          13

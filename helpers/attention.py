@@ -5,6 +5,11 @@ Paper: Vaswani et al. (2017), "Attention Is All You Need", section 3.2, equation
 
 Masks are boolean and **True means "may attend"** (the ``F.scaled_dot_product_attention``
 convention). Shapes: ``B`` batch, ``h`` heads, ``Lq`` queries, ``Lk`` keys, ``d_k`` head size.
+
+One class computes every attention of the course: :class:`MultiHeadAttention` serves the
+encoder's and the decoder's self-attention, cross-attention and the GPT's, in training and in
+cached decoding (notebook 10: a :class:`KVCache`), with rotary positions as an option
+(``rope=True``, notebook 12).
 """
 
 import math
@@ -19,6 +24,7 @@ from .checks import (
     check_tensor,
     head_size,
 )
+from .positional import apply_rope, rope_angles
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
@@ -64,27 +70,82 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(B, L, h * d_k)  # (B, L, h, d_k) -> (B, L, d_model)
 
 
+class KVCache:
+    """What decoding has computed at earlier steps, kept for the next ones (notebook 10).
+
+    ``kv[attention]``: the keys and values ``(B, h, Lk, d_k)`` of one attention module. A
+    self-attention's grow by the new positions at every step; a cross-attention's are the
+    memory's, computed at the first step and reused. ``length``: the target positions so far."""
+
+    def __init__(self):
+        self.kv = {}  # MultiHeadAttention module -> (keys, values)
+        self.length = 0
+        self.memory = None  # the encoder output that the cross-attention entries come from
+
+    def reorder(self, index: torch.Tensor) -> None:
+        """Keep the rows of the hypotheses that survive, in their new order (beam search)."""
+        self.kv = {attn: (k.index_select(0, index), v.index_select(0, index))
+                   for attn, (k, v) in self.kv.items()}
+
+    def check_memory(self, memory: torch.Tensor) -> None:
+        """Keep the first step's ``memory``; later steps must pass the same numbers (beam search
+        passes ``memory.expand(n, -1, -1)``, a view of them), not another source's, whose
+        cross-attention keys and values are not in the cache."""
+        if self.memory is None:
+            self.memory = memory
+        elif (memory.data_ptr() != self.memory.data_ptr()  # where its numbers are stored
+              or memory.shape[1:] != self.memory.shape[1:]):
+            raise ValueError("decode: this KVCache holds the cross-attention keys and values of "
+                             "another memory (another source); pass the first step's memory at "
+                             "every step, or a new KVCache for a new source")
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention (section 3.2.2): ``Concat(head_1, ..., head_h) W_O``, ``head_i =
     Attention(Q W_Q_i, K W_K_i, V W_V_i)``; the h projections of size d_k sit side by side in one
-    ``nn.Linear(d_model, d_model)`` each. ``attention_weights``: the last ``(B, h, Lq, Lk)``."""
+    ``nn.Linear(d_model, d_model)`` each. ``attention_weights``: the last ``(B, h, Lq, Lk)``.
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    ``cross=True``: cross-attention, whose keys and values (the encoder's memory) a cache keeps
+    from the first step. ``rope=True``: rotary positions (notebook 12), q and k rotated by their
+    position. ``attend``: the attention function the heads use; assign another one to an
+    instance (``mha.attend = my_attention``, same signature as
+    :func:`scaled_dot_product_attention`) to run multi-head attention on it."""
+
+    attend = staticmethod(scaled_dot_product_attention)
+
+    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 rope: bool = False, cross: bool = False):
         super().__init__()
-        self.d_model, self.num_heads = d_model, num_heads
+        if rope and cross:
+            raise ValueError("MultiHeadAttention: rope rotates positions of one sequence; "
+                             "cross-attention (cross=True) has no shared positions to rotate")
+        self.d_model, self.num_heads, self.rope, self.cross = d_model, num_heads, rope, cross
         self.d_k = head_size(d_model, num_heads, "MultiHeadAttention")  # d_model / num_heads
         self.w_q, self.w_k, self.w_v, self.w_o = (  # one (d_model, d_model) projection each
             nn.Linear(d_model, d_model, bias=bias) for _ in range(4))
         self.dropout, self.attention_weights = nn.Dropout(dropout), None  # weights: after a call
 
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query, key, value, mask=None, cache=None):
         """``query (B, Lq, d_model)``, ``key``/``value (B, Lk, d_model)`` -> ``(B, Lq, d_model)``;
-        ``mask`` bool, broadcastable to ``(B, h, Lq, Lk)``, True = may attend."""
+        ``mask`` bool, broadcastable to ``(B, h, Lq, Lk)``, True = may attend. ``cache``: a
+        :class:`KVCache`; ``query`` holds the new positions only, ``mask`` covers every key."""
         check_projection_inputs(query, key, value, self.d_model, self.w_q.weight.dtype)
+        past = None if cache is None else cache.kv.get(self)  # this module's keys and values
         q = split_heads(self.w_q(query), self.num_heads)  # (B, h, Lq, d_k)
-        k = split_heads(self.w_k(key), self.num_heads)  # (B, h, Lk, d_k)
-        v = split_heads(self.w_v(value), self.num_heads)  # (B, h, Lk, d_k)
+        if self.cross and past is not None:  # cache: the memory's keys and values, from step 1
+            k, v = past
+        else:
+            k = split_heads(self.w_k(key), self.num_heads)  # (B, h, Lk, d_k)
+            v = split_heads(self.w_v(value), self.num_heads)  # (B, h, Lk, d_k)
+            if self.rope:  # rotated at their positions: after the cached ones, if any
+                start = 0 if past is None else past[0].shape[2]
+                q = apply_rope(q, rope_angles(q.shape[2], self.d_k, start=start).to(q.device))
+                k = apply_rope(k, rope_angles(k.shape[2], self.d_k, start=start).to(k.device))
+            if past is not None:  # cache: the earlier positions' keys and values come first
+                k, v = torch.cat([past[0], k], dim=2), torch.cat([past[1], v], dim=2)
+        if cache is not None:
+            cache.kv[self] = (k, v)  # kept for the next step
         check_mask(mask, q.shape[0], q.shape[2], k.shape[2], "MultiHeadAttention", self.num_heads)
-        out, weights = scaled_dot_product_attention(q, k, v, mask, self.dropout)
+        out, weights = self.attend(q, k, v, mask, self.dropout)
         self.attention_weights = weights.detach()  # (B, h, Lq, Lk)
         return self.w_o(merge_heads(out))  # (B, Lq, d_model)

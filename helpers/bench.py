@@ -4,26 +4,16 @@
     python -m helpers.bench --skip-notebooks   # only the model measurements (about a minute)
     python -m helpers.bench --notebooks        # only the notebook table (--notebooks 09 14: two)
 
-It prints:
-
-1. the training step time of our model vs the same weights on PyTorch's modules (``to_torch``);
-2. greedy decoding with vs without the KV cache at 16, 32 and 64 generated tokens, on a batch of
-   64 sentences (for a single sentence this tiny model's steps are dominated by Python overhead,
-   which the cache does not remove, so the gain there is small);
-3. beam search of width 4 vs greedy decoding, per sentence;
-4. the peak memory of training (CUDA: allocated memory; CPU: growth of the process's peak RSS);
-5. subword tokens (notebook 14): the learner-style BPE encoder of ``helpers/tokens.py`` vs
-   Hugging Face's ``tokenizers`` (Rust) on the same merges, encoding the test split's sentences,
-   with the ids checked equal;
-6. the wall time of executing every notebook top to bottom (nbclient, one torch thread, at most
-   300 s per cell, so a stalled cell fails instead of hanging), beside the course's limit for it
-   (``NOTEBOOK_LIMITS``: a minute, a minute and a half for the two notebooks whose live training
-   or processes are the lesson); ``--notebooks 09 14`` times only those, and nothing else;
-7. with ``--threads``: notebooks 09 and 10 executed with 1 and with 2 torch threads.
+It prints: 1. our training step vs the same weights on PyTorch's modules (``to_torch``); 2. greedy
+decoding with vs without the KV cache on a batch of 64 sentences (for one sentence, Python
+overhead dominates this tiny model's steps); 3. beam search of width 4 vs greedy; 4. the peak
+memory of training; 5. our BPE encoder (notebook 14) vs Hugging Face's ``tokenizers`` on the same
+merges, ids checked equal; 6. each notebook's "run all" time beside its limit
+(``NOTEBOOK_LIMITS``); 7. with ``--threads``: notebooks 09 and 10 on 1 and 2 torch threads.
 
 Each comparison times its two sides in turn (``Ratio``), so that a slow moment of a shared machine
-falls on both, and prints the median ratio with its spread over the paired runs; compare ratios,
-not absolute numbers, between machines. This is a script, not a test: shared machines are too noisy for timed tests.
+falls on both, and prints the median ratio with its spread; compare ratios, not absolute numbers,
+between machines. This is a script, not a test: shared machines are too noisy for timed tests.
 """
 
 import argparse

@@ -2,10 +2,9 @@
 was expected and what was given, before torch fails deep inside (or, worse, broadcasts it into a
 silent wrong answer).
 
-Only shapes and dtypes are compared: no tensor is scanned, so the checks cost microseconds (token
-ids are read only after the embedding lookup refused one: :func:`ids_in_vocabulary`). NaN
-and inf values are not looked for here (that would read every tensor on every call and stall a
-GPU); ``helpers.training.train`` stops at the first non-finite loss instead.
+Only shapes and dtypes are compared, so the checks cost microseconds: no tensor is scanned for bad
+ids (:func:`ids_in_vocabulary` reads them after a lookup failed) or for NaN (``train`` stops at
+the first non-finite loss instead).
 """
 
 import contextlib
@@ -37,10 +36,8 @@ def head_size(d_model: int, num_heads: int, where: str) -> int:
     """``d_k = d_model / num_heads``, or a clear error when the heads cannot share d_model."""
     check_sizes(where, d_model=d_model, num_heads=num_heads)
     if d_model % num_heads != 0:
-        raise ValueError(
-            f"{where}: d_model={d_model} must be divisible by num_heads={num_heads} "
-            "so that every head gets d_k = d_model / num_heads features"
-        )
+        raise ValueError(f"{where}: d_model={d_model} must be divisible by num_heads={num_heads} "
+                         "so that every head gets d_k = d_model / num_heads features")
     return d_model // num_heads
 
 
@@ -106,10 +103,8 @@ def ids_in_vocabulary(tokens, vocab_size: int, name: str):
     try:
         yield
     except IndexError:
-        raise ValueError(
-            f"{name} holds token ids from {int(tokens.min())} to {int(tokens.max())}, but "
-            f"the vocabulary has ids 0..{vocab_size - 1}"
-        ) from None
+        raise ValueError(f"{name} holds token ids from {int(tokens.min())} to {int(tokens.max())}, "
+                         f"but the vocabulary has ids 0..{vocab_size - 1}") from None
 
 
 def check_labels(logits, labels, epsilon: float) -> None:
@@ -140,28 +135,23 @@ def labels_in_vocabulary(labels, vocab_size: int, ignore_index: int):
     except RuntimeError as error:
         if "out of bounds" not in str(error):
             raise
-        raise ValueError(
-            f"label_smoothed_nll: labels must be class ids in 0..{vocab_size - 1} (the logits' "
-            f"last axis) or ignore_index={ignore_index}; got labels from {int(labels.min())} "
-            f"to {int(labels.max())}"
-        ) from None
+        raise ValueError(f"label_smoothed_nll: labels must be class ids in 0..{vocab_size - 1} "
+                         f"(the logits' last axis) or ignore_index={ignore_index}; got labels from "
+                         f"{int(labels.min())} to {int(labels.max())}") from None
 
 
 def check_memory(memory, batch: int) -> None:
     """``Transformer.decode``'s memory: ``(B, S, d_model)`` with the target's batch size."""
     if memory.dim() != 3 or memory.shape[0] != batch:
-        raise ValueError(
-            f"memory must be (B, S, d_model) with the batch size of tgt ({batch}), "
-            f"got {tuple(memory.shape)}"
-        )
+        raise ValueError(f"memory must be (B, S, d_model) with the batch size of tgt ({batch}), "
+                         f"got {tuple(memory.shape)}")
 
 
 def check_same_batch(src, tgt) -> None:
     """``Transformer.forward``: ``src (B, S)`` and ``tgt (B, T)`` with one batch size."""
     if src.dim() == 2 and tgt.dim() == 2 and src.shape[0] != tgt.shape[0]:
-        raise ValueError(
-            f"src and tgt must have the same batch size, got {src.shape[0]} and {tgt.shape[0]}"
-        )
+        raise ValueError(f"src and tgt must have the same batch size, got {src.shape[0]} and "
+                         f"{tgt.shape[0]}")
 
 
 def _autocast(x: torch.Tensor) -> bool:
@@ -215,10 +205,9 @@ def check_scores_mask(mask, scores_shape, where: str, names=None) -> None:
         raise TypeError(f"{where}: mask must be a bool torch.Tensor (True = may attend), "
                         f"got {describe(mask)}")
     if mask.dtype != torch.bool:
-        raise TypeError(
-            f"{where}: mask must be a bool tensor (True = may attend), got dtype {mask.dtype}; "
-            "convert a 0/1 mask with mask.bool(), an additive float mask with mask == 0"
-        )
+        raise TypeError(f"{where}: mask must be a bool tensor (True = may attend), got dtype "
+                        f"{mask.dtype}; convert a 0/1 mask with mask.bool(), an additive float "
+                        "mask with mask == 0")
     shape = tuple(mask.shape)
     if 0 in shape:
         raise ValueError(f"{where}: mask of shape {shape} has an empty axis; expected sizes "
@@ -263,26 +252,19 @@ def check_attention_inputs(query, key, value, mask):
             raise TypeError(f"attention: {name} must be a torch.Tensor, got {describe(x)}")
     qs, ks, vs = query.shape, key.shape, value.shape
     if len(qs) < 2 or len(ks) < 2 or len(vs) < 2:
-        raise ValueError(
-            "attention expects query (..., Lq, d_k), key (..., Lk, d_k) and value (..., Lk, d_v), "
-            f"got {tuple(qs)}, {tuple(ks)}, {tuple(vs)}"
-        )
+        raise ValueError("attention expects query (..., Lq, d_k), key (..., Lk, d_k) and value "
+                         f"(..., Lk, d_v), got {tuple(qs)}, {tuple(ks)}, {tuple(vs)}")
     dtype = query.dtype
     if not (dtype.is_floating_point and key.dtype == dtype and value.dtype == dtype):
-        raise TypeError(
-            "attention: query, key and value must share one floating-point dtype, got "
-            f"{query.dtype}, {key.dtype}, {value.dtype}; convert them, e.g. with .float()"
-        )
+        raise TypeError("attention: query, key and value must share one floating-point dtype, got "
+                        f"{query.dtype}, {key.dtype}, {value.dtype}; convert them, e.g. with "
+                        ".float()")
     if qs[-1] != ks[-1] or qs[-1] == 0:
-        raise ValueError(
-            f"query and key must share their last size d_k (at least 1), got query "
-            f"{tuple(qs)} and key {tuple(ks)}"
-        )
+        raise ValueError(f"query and key must share their last size d_k (at least 1), got query "
+                         f"{tuple(qs)} and key {tuple(ks)}")
     if ks[-2] != vs[-2] or ks[-2] == 0:
-        raise ValueError(
-            f"key and value must have the same number of positions Lk (at least 1), got key "
-            f"{tuple(ks)} and value {tuple(vs)}"
-        )
+        raise ValueError("key and value must have the same number of positions Lk (at least 1), "
+                         f"got key {tuple(ks)} and value {tuple(vs)}")
     lead = qs[:-2]
     if not lead == ks[:-2] == vs[:-2]:  # the usual case skips the broadcasting rules
         lead = _broadcast_shape(qs[:-2], ks[:-2], vs[:-2])

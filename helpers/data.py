@@ -14,13 +14,14 @@ from dataclasses import dataclass
 
 import torch
 
+from .checks import check_sizes
 from .masks import causal_mask, padding_mask
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")
 
 
-def tokenize(sentence: str) -> list:
+def split_words(sentence: str) -> list:
     """Word-level tokens: the corpus has no punctuation, so splitting on spaces is enough."""
     if not isinstance(sentence, str) or not sentence.split():
         raise ValueError(f"expected a non-empty sentence (a string with words), got {sentence!r}")
@@ -33,10 +34,8 @@ class Vocab:
     def __init__(self, tokens: list):
         tokens = list(tokens)
         if tuple(tokens[:4]) != SPECIAL_TOKENS or len(set(tokens)) != len(tokens):
-            raise ValueError(
-                f"a vocabulary is a list of distinct tokens starting with {SPECIAL_TOKENS}, "
-                f"got {tokens[:6]}..."
-            )
+            raise ValueError("a vocabulary is a list of distinct tokens starting with "
+                             f"{SPECIAL_TOKENS}, got {tokens[:6]}...")
         self.tokens = tokens
         self.ids = {token: i for i, token in enumerate(tokens)}
         self._by_lower = {}  # lowercase -> the vocabulary's spelling, for normalize()
@@ -46,7 +45,7 @@ class Vocab:
     @classmethod
     def build(cls, sentences) -> "Vocab":
         """Specials first, then every word of ``sentences``, most frequent first (ties: A-Z)."""
-        counts = Counter(word for sentence in sentences for word in tokenize(sentence))
+        counts = Counter(word for sentence in sentences for word in split_words(sentence))
         words = sorted(counts, key=lambda word: (-counts[word], word))
         return cls([*SPECIAL_TOKENS, *words])
 
@@ -58,7 +57,7 @@ class Vocab:
 
     def encode(self, sentence: str) -> list:
         """Word ids of a sentence, without BOS or EOS; unknown words become ``UNK_ID``."""
-        return [self.ids.get(word, UNK_ID) for word in tokenize(sentence)]
+        return [self.ids.get(word, UNK_ID) for word in split_words(sentence)]
 
     def normalize(self, sentence: str) -> str:
         """``sentence`` as the corpus writes it: no surrounding spaces, no final ``.``, ``!``
@@ -72,7 +71,7 @@ class Vocab:
 
     def unknown_words(self, sentence: str) -> list:
         """The words of ``sentence`` that the vocabulary lacks (they would become ``<unk>``)."""
-        return [word for word in tokenize(sentence) if word not in self.ids]
+        return [word for word in split_words(sentence) if word not in self.ids]
 
     def decode(self, ids) -> str:
         """Ids (a list or a 1-D tensor) -> a sentence. Skips BOS and PAD, stops at EOS."""
@@ -148,8 +147,7 @@ def batches(encoded: list, batch_size: int, shuffle: bool = True, seed: int = 0,
     With ``shuffle`` the order is reshuffled every epoch (seeded); with ``repeat`` the
     generator never ends (the training loop decides when to stop).
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise ValueError(f"batch_size must be a whole number >= 1, got {batch_size!r}")
+    check_sizes("batches", batch_size=batch_size)
     if not encoded:  # nothing to train on (and with repeat, a loop that would never yield)
         raise ValueError(f"batches: no sentence pairs to batch, got {encoded!r} "
                          f"(batch_size={batch_size})")

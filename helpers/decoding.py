@@ -5,20 +5,11 @@ and neither excludes any token id from generation.
 """
 
 import contextlib
-import math
 
 import torch
 
-from .attention import merge_heads, scaled_dot_product_attention, split_heads
-from .checks import (
-    TOKEN_DTYPES,
-    check_mask,
-    check_sizes,
-    check_tensor,
-    check_token_ids,
-    ids_in_vocabulary,
-)
-from .masks import causal_mask
+from .attention import KVCache
+from .checks import TOKEN_DTYPES, check_mask, check_sizes, check_tensor
 from .model import Transformer
 
 
@@ -78,96 +69,11 @@ def eval_mode(model):
         model.train(was_training)
 
 
-class KVCache:
-    """What the decoder has computed at earlier steps, kept for the next ones.
-
-    Per decoder layer ``i``: ``self_kv[i]``, the self-attention keys and values of every target
-    position so far, ``(B, h, t, d_k)`` each, one position longer after every step; and
-    ``cross_kv[i]``, the cross-attention keys and values of the encoder's ``memory``,
-    ``(B, h, S, d_k)``, computed at the first step and reused. ``length`` is ``t``."""
-
-    def __init__(self, num_layers: int):
-        self.length = 0
-        self.self_kv = [None] * num_layers
-        self.cross_kv = [None] * num_layers
-        self.memory = None  # the encoder output that cross_kv was computed from
-
-    def reorder(self, index: torch.Tensor) -> None:
-        """Keep the rows of the beams that survive, in their new order (beam search)."""
-        def pick(kv):
-            return None if kv is None else tuple(t.index_select(0, index) for t in kv)
-        self.self_kv = [pick(kv) for kv in self.self_kv]
-        self.cross_kv = [pick(kv) for kv in self.cross_kv]
-
-
-def check_cache_memory(cache: KVCache, memory: torch.Tensor) -> None:
-    """Keep the first step's ``memory`` in ``cache``; later steps must pass the same numbers
-    (beam search passes ``memory.expand(n, -1, -1)``, a view of them), not another source's,
-    whose cross-attention keys and values are not in the cache."""
-    if cache.memory is None:
-        cache.memory = memory
-    elif (memory.data_ptr() != cache.memory.data_ptr()  # where its numbers are stored
-          or memory.shape[1:] != cache.memory.shape[1:]):
-        raise ValueError("decode_step: this KVCache holds the cross-attention keys and values "
-                         "of another memory (another source); pass the first step's memory at "
-                         "every step, or a new KVCache for a new source")
-
-
-def _keys_values(attn, x):
-    """Projected keys and values of ``x (B, L, d_model)``: two ``(B, h, L, d_k)`` tensors."""
-    return split_heads(attn.w_k(x), attn.num_heads), split_heads(attn.w_v(x), attn.num_heads)
-
-
-def _attend(attn, x, k, v, mask):
-    """Multi-head attention (notebook 03) of the queries of ``x`` over given keys and values."""
-    q = split_heads(attn.w_q(x), attn.num_heads)  # (B, h, T, d_k)
-    out, weights = scaled_dot_product_attention(q, k, v, mask)
-    attn.attention_weights = weights  # (B, h, T, Lk), as MultiHeadAttention keeps them
-    return attn.w_o(merge_heads(out))  # (B, T, d_model)
-
-
-def cached_decoder_layer(layer, x, memory, memory_mask, cache: KVCache, i: int):
-    """Decoder layer ``i`` (notebook 07) on the new positions ``x (B, T, d_model)`` only, as in
-    eval mode (no dropout): self-attention also reads the stored keys and values of the earlier
-    positions, and the memory's keys and values are projected once."""
-    def self_attention(y):
-        k, v = _keys_values(layer.self_attn, y)  # (B, h, T, d_k): the new positions
-        if cache.self_kv[i] is not None:  # the earlier positions come first
-            k = torch.cat([cache.self_kv[i][0], k], dim=2)  # (B, h, t + T, d_k)
-            v = torch.cat([cache.self_kv[i][1], v], dim=2)
-        cache.self_kv[i] = (k, v)
-        # the new tokens see every stored one, and each other causally: (1, 1, T, t + T)
-        mask = causal_mask(k.shape[2], device=y.device)[None, None, k.shape[2] - y.shape[1]:]
-        return _attend(layer.self_attn, y, k, v, mask)
-
-    def cross_attention(y):
-        if cache.cross_kv[i] is None:  # the first step: the memory's keys and values, once
-            cache.cross_kv[i] = _keys_values(layer.cross_attn, memory)
-        return _attend(layer.cross_attn, y, *cache.cross_kv[i], memory_mask)
-
-    if layer.norm_first:  # pre-norm, as DecoderLayer.forward (notebook 07)
-        x = x + self_attention(layer.norm1(x))
-        x = x + cross_attention(layer.norm2(x))
-        return x + layer.feed_forward(layer.norm3(x))
-    x = layer.norm1(x + self_attention(x))  # post-norm
-    x = layer.norm2(x + cross_attention(x))
-    return layer.norm3(x + layer.feed_forward(x))
-
-
-def decode_step(model: Transformer, tokens, memory, cache: KVCache, src_mask=None):
-    """``Transformer.decode`` for the newest tokens ``(B, T)`` only (``T = 1`` in a decoding
-    loop); the earlier ones are in ``cache``, which this call extends. Returns ``(B, T, V)``."""
-    check_token_ids(tokens, "tgt")
-    check_cache_memory(cache, memory)  # the one its cross-attention keys and values came from
-    with ids_in_vocabulary(tokens, model.tgt_embed.num_embeddings, "tgt"):
-        x = model.tgt_embed(tokens) * math.sqrt(model.d_model)  # as Transformer.embed, but the
-    x = model.positional(x, start=cache.length)  # positions count on from the stored ones
-    for i, layer in enumerate(model.decoder.layers):
-        x = cached_decoder_layer(layer, x, memory, src_mask, cache, i)
-    if model.decoder.norm is not None:  # pre-norm stacks end with one more LayerNorm
-        x = model.decoder.norm(x)
-    cache.length += tokens.shape[1]
-    return model.generator(x)  # (B, T, V)
+def append_tokens(ys, next_token, finished, eos_id: int) -> tuple:
+    """One step of a decoding loop: ``next_token (B,)`` appended to ``ys (B, t)``; a row that
+    has ended (``finished (B,)``) gets ``eos_id`` again. Returns ``(ys (B, t + 1), finished)``."""
+    next_token = next_token.masked_fill(finished, eos_id)  # finished rows stay at EOS
+    return torch.cat([ys, next_token[:, None]], dim=1), finished | (next_token == eos_id)
 
 
 def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: int,
@@ -181,16 +87,11 @@ def greedy_decode(model: Transformer, src, max_len: int, bos_id: int, eos_id: in
         memory = model.encode(src, src_mask)  # (B, S, d_model)
         ys = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
         finished = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
-        cache = KVCache(len(model.decoder.layers)) if use_cache else None
+        cache = KVCache() if use_cache else None
         for _ in range(max_len):
-            if use_cache:  # only the newest token; the earlier ones are in the cache
-                logits = decode_step(model, ys[:, -1:], memory, cache, src_mask)  # (B, 1, V)
-            else:  # the whole prefix, every step
-                logits = model.decode(ys, memory, src_mask)  # (B, t, V)
-            next_token = logits[:, -1].argmax(dim=-1)  # (B,)
-            next_token = next_token.masked_fill(finished, eos_id)  # finished rows stay at EOS
-            ys = torch.cat([ys, next_token[:, None]], dim=1)  # (B, t + 1)
-            finished |= next_token == eos_id
+            new = ys[:, -1:] if use_cache else ys  # the cache holds the earlier tokens
+            logits = model.decode(new, memory, src_mask, cache=cache)  # (B, 1 or t, V)
+            ys, finished = append_tokens(ys, logits[:, -1].argmax(dim=-1), finished, eos_id)
             if finished.all():
                 break
     return ys
@@ -217,7 +118,7 @@ def beam_step(sums, log_probs, beam_size: int, eos_id: int, last_step: bool = Fa
     return ended, kept
 
 
-def _cannot_improve(finished, unfinished_sums, beam_size, length_penalty) -> bool:
+def cannot_improve(finished, unfinished_sums, beam_size, length_penalty) -> bool:
     """With no length penalty, a score only falls as tokens are added (log p <= 0): once
     ``beam_size`` finished hypotheses beat the best unfinished one, nothing can overtake them."""
     if length_penalty != 0.0 or len(finished) < beam_size:
@@ -239,15 +140,15 @@ def beam_search(model: Transformer, src, beam_size: int, max_len: int, bos_id: i
         memory = model.encode(src, src_mask)  # (1, S, d_model)
         tokens = torch.full((1, 1), bos_id, dtype=torch.long, device=src.device)  # (n, t)
         sums = torch.zeros(1, device=src.device)  # (n,) summed log-probabilities
-        cache = KVCache(len(model.decoder.layers))
+        cache = KVCache()
         for step in range(1, max_len + 1):  # step = the length of the new hypotheses
-            logits = decode_step(model, tokens[:, -1:], memory.expand(len(tokens), -1, -1), cache,
-                                 src_mask)  # (n, 1, V)
+            logits = model.decode(tokens[:, -1:], memory.expand(len(tokens), -1, -1), src_mask,
+                                  cache=cache)  # (n, 1, V)
             ended, kept = beam_step(sums, logits[:, -1].log_softmax(-1), beam_size, eos_id,
                                     last_step=step == max_len)
             finished += [(tokens[row, 1:].tolist() + [token], s / step ** length_penalty)
                          for row, token, s in ended]  # the length counts EOS
-            if not kept or _cannot_improve(finished, [s for *_, s in kept], beam_size,
+            if not kept or cannot_improve(finished, [s for *_, s in kept], beam_size,
                                            length_penalty):
                 break
             rows, chosen, sums = (torch.tensor(column, device=src.device)

@@ -52,7 +52,7 @@ from torch.utils.data.distributed import DistributedSampler
 
 from .checks import check_sizes
 from .data import PAD_ID, encode_pairs, make_batch
-from .fsdp import local_parameters, save_checkpoint, shard, whole_tensor
+from .fsdp import local_parameters, save_sharded, shard, whole_tensor
 from .model import TransformerConfig, build_model
 from .training import make_optimizer
 from .translation import CORPUS_ARGS, make_corpus
@@ -300,7 +300,7 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
                 print(f"step {step:5d}  loss {loss:.4f}  lr {lr:.2e}", flush=True)
         held = local_parameters(model)
         if args.save:  # every rank writes its part, inside the process group
-            save_checkpoint(model, args.save)
+            save_sharded(model, args.save)
     steps_per_s = 1 / statistics.median(s["seconds"] for s in steps[1:] or steps)
     history = {"world_size": world_size, "batch_size": args.batch_size, "bf16": args.bf16,
                "accumulate": args.accumulate, "micro_batch_size": per_piece,
@@ -312,12 +312,6 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
     if rank == 0 and args.log_json:
         Path(args.log_json).write_text(json.dumps({**history, "args": vars(args)}, indent=1))
     return history
-
-
-def _run_job(rank, world_size, job, args):
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    return job(rank, world_size, args)
 
 
 def _rank_main(rank, world_size, port, group_timeout, job, args, path, pairs, environ):
@@ -338,7 +332,7 @@ def _rank_main(rank, world_size, port, group_timeout, job, args, path, pairs, en
         store.get(f"error/{rank}")  # a round trip: the store has it before this process ends
         sys.exit(1)  # the parent stops the other ranks and raises this error
     store.set(f"stage/{rank}", "finished")
-    _skip_final_collection()
+    gc.freeze()  # skips the final collection: most of a second of CPU with torch and DDP
 
 
 def _run_jobs(rank, world_size, store, group_timeout, job, args):
@@ -354,16 +348,12 @@ def _run_jobs(rank, world_size, store, group_timeout, job, args):
     for i, job_args in enumerate(jobs, 1):
         store.set(f"stage/{rank}", f"running {getattr(job, '__name__', 'the job')}"
                   + (f" (job {i} of {len(jobs)})" if len(jobs) > 1 else ""))
-        results.append(_run_job(rank, world_size, job, job_args))
+        if job_args.threads:
+            torch.set_num_threads(job_args.threads)
+        results.append(job(rank, world_size, job_args))
     if world_size > 1:
         dist.destroy_process_group()
     return results if isinstance(args, list) else results[0]
-
-
-def _skip_final_collection():
-    """At the end of a process: nothing it holds needs the garbage collector any more. Without
-    it, a process that imported torch and DDP spends most of a second of CPU on exiting."""
-    gc.freeze()
 
 
 # What the fork server imports once, so that every process it starts has it already: torch
@@ -406,19 +396,15 @@ GLOO_WAITED = ("Timed out waiting", "Connection closed by peer", "Connection res
 def spawn(world_size: int, args, job=train_distributed, timeout: float = SPAWN_TIMEOUT,
           group_timeout: float = GROUP_TIMEOUT):
     """``job(rank, world_size, args)`` in ``world_size`` new processes on this machine (what
-    torchrun does, from Python or a notebook); returns rank 0's result. The processes are forked
-    from a fork server (:func:`start_method`) that imported torch once: the first call waits a few
-    seconds for it, later ones start in a fraction of a second. ``args`` may be a list: then the
-    same processes run ``job`` once for each, in order, in one process group, and rank 0's
-    results come back as a list.
+    torchrun does, from Python or a notebook), forked from a fork server (:func:`start_method`);
+    returns rank 0's result. ``args`` may be a list: then the same processes run ``job`` once
+    for each, in one process group, and rank 0's results come back as a list.
 
-    The ranks meet at a rendezvous of their own: a ``TCPStore`` that this process opens on a
-    port the system picks, and holds until the end, so that no other job (another notebook, a
-    test, torchrun) can meet there. Time limits: a rank waits at most ``group_timeout`` seconds
-    for the others (at the rendezvous, in every collective), and this process waits at most
-    ``timeout`` seconds for all of them. A rank that raises stops them all with a RuntimeError
-    that holds its whole traceback; a rank still running at the deadline, with a TimeoutError
-    that says where each rank was. Either way no process is left running."""
+    The ranks meet at a ``TCPStore`` of their own, on a port the system picks. A rank waits at
+    most ``group_timeout`` seconds for the others, and this process at most ``timeout`` seconds
+    for all of them. A rank that raises stops them all with a RuntimeError that holds its
+    traceback; a rank still running at the deadline, with a TimeoutError that says where each
+    rank was. Either way no process is left running."""
     check_sizes("spawn", world_size=world_size)
     for name, limit in (("timeout", timeout), ("group_timeout", group_timeout)):
         if (isinstance(limit, bool) or not isinstance(limit, (int, float))
@@ -573,5 +559,5 @@ def main(argv=None) -> int:
 
 if __name__ == "__main__":
     code = main()
-    _skip_final_collection()
+    gc.freeze()  # skips the final collection: most of a second of CPU with torch and DDP
     sys.exit(code)

@@ -41,18 +41,18 @@ def whole_tensor(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.full_tensor() if hasattr(tensor, "full_tensor") else tensor.detach()
 
 
-def save_checkpoint(model, folder) -> None:
+def save_sharded(model, folder) -> None:
     """The model's weights as a ``torch.distributed.checkpoint`` in ``folder``: with FSDP each
     rank writes its own shard (``__0_0.distcp``, ``__1_0.distcp``, ...) plus one ``.metadata``;
-    :func:`load_checkpoint` reads them back into any number of processes, here one."""
+    :func:`load_sharded` reads them back into any number of processes, here one."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 
     dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=str(folder))
 
 
-def load_checkpoint(model, folder):
-    """Load :func:`save_checkpoint`'s weights into a whole, undistributed ``model``."""
+def load_sharded(model, folder):
+    """Load :func:`save_sharded`'s weights into a whole, undistributed ``model``."""
     import torch.distributed.checkpoint as dcp
 
     state = {"model": model.state_dict()}

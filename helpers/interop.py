@@ -101,10 +101,8 @@ def to_torch(module: nn.Module) -> nn.Module:
             theirs = _CONVERTERS[cls.__name__](module)
             p = next(module.parameters())
             return theirs.to(p.device, p.dtype).train(module.training)  # float64 stays float64
-    raise TypeError(
-        "to_torch converts MultiHeadAttention, LayerNorm, EncoderLayer, DecoderLayer, "
-        f"Encoder or Decoder, got {type(module).__name__}"
-    )
+    raise TypeError("to_torch converts MultiHeadAttention, LayerNorm, EncoderLayer, DecoderLayer, "
+                    f"Encoder or Decoder, got {type(module).__name__}")
 
 
 def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int,

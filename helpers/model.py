@@ -74,24 +74,35 @@ class Transformer(nn.Module):
         if tie_weights:  # one matrix, two uses (section 3.4)
             self.generator.weight = self.tgt_embed.weight
 
-    def embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str) -> torch.Tensor:
-        """Token ids ``(B, L)`` -> ``embedding(tokens) * sqrt(d_model)`` plus positions."""
+    def embed(self, embedding: nn.Embedding, tokens: torch.Tensor, name: str,
+              start: int = 0) -> torch.Tensor:
+        """Token ids ``(B, L)`` at positions ``start ...`` -> ``embedding(tokens) *
+        sqrt(d_model)`` plus positions."""
         check_token_ids(tokens, name)
         with ids_in_vocabulary(tokens, embedding.num_embeddings, name):
             x = embedding(tokens)  # (B, L) -> (B, L, d_model)
-        return self.positional(x * math.sqrt(self.d_model))  # tokens scaled, not PE
+        return self.positional(x * math.sqrt(self.d_model), start)  # tokens scaled, not PE
 
     def encode(self, src: torch.Tensor, src_mask=None) -> torch.Tensor:
         """``src (B, S)`` token ids -> memory ``(B, S, d_model)``."""
         return self.encoder(self.embed(self.src_embed, src, "src"), src_mask)
 
-    def decode(self, tgt, memory, src_mask=None, tgt_mask=None) -> torch.Tensor:
-        """``tgt (B, T)`` ids, ``memory (B, S, d_model)`` -> logits ``(B, T, V)``; None: causal."""
-        x = self.embed(self.tgt_embed, tgt, "tgt")
+    def decode(self, tgt, memory, src_mask=None, tgt_mask=None, cache=None) -> torch.Tensor:
+        """``tgt (B, T)`` ids, ``memory (B, S, d_model)`` -> logits ``(B, T, V)``; None: causal.
+        ``cache``: a ``KVCache`` (notebook 10); ``tgt`` then holds only the new tokens, at
+        positions ``cache.length ...``, and the earlier ones' keys and values are in it."""
+        start = 0 if cache is None else cache.length  # the positions already in the cache
+        x = self.embed(self.tgt_embed, tgt, "tgt", start)
         check_memory(memory, tgt.shape[0])
-        if tgt_mask is None:  # (1, 1, T, T): 4 axes, so it cannot pass for a (B, T) padding mask
-            tgt_mask = causal_mask(tgt.shape[1], device=tgt.device)[None, None]
-        return self.generator(self.decoder(x, memory, tgt_mask, src_mask))  # (B, T, V)
+        if cache is not None:
+            cache.check_memory(memory)  # the memory its cross-attention keys came from
+        if tgt_mask is None:  # (1, 1, T, start + T): the causal mask's last T rows
+            t = start + tgt.shape[1]  # 4 axes, so it cannot pass for a (B, T) padding mask
+            tgt_mask = causal_mask(t, device=tgt.device)[None, None, start:]
+        out = self.generator(self.decoder(x, memory, tgt_mask, src_mask, cache))  # (B, T, V)
+        if cache is not None:
+            cache.length += tgt.shape[1]
+        return out
 
     def forward(self, src, tgt, src_mask=None, tgt_mask=None) -> torch.Tensor:
         """Teacher forcing: ``src (B, S)``, ``tgt (B, T)`` shifted right -> ``(B, T, V)``."""

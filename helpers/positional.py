@@ -3,10 +3,15 @@
 ``PE[p, 2i] = sin(p / base**(2i / d_model))`` and ``PE[p, 2i + 1] = cos(p / base**(2i / d_model))``:
 even columns sine, odd columns cosine, one frequency per pair of columns. ``interleaved=False``
 gives the layout of Marian translators (notebook 15): the same numbers, all sines then all cosines.
+
+Rotary positions (RoPE; Su et al., 2021; notebook 12) replace the added table: the same
+frequencies rotate the queries and keys inside attention (``MultiHeadAttention(rope=True)``).
 """
 
 import torch
 from torch import nn
+
+from .checks import check_sizes
 
 
 def sinusoidal_encoding(max_len: int, d_model: int, base: float = 10000.0,
@@ -54,3 +59,32 @@ class PositionalEncoding(nn.Module):
             raise ValueError(f"sequence length {start + L} is longer than max_len={self.max_len} "
                              "of the positional encoding; build it with a larger max_len")
         return self.dropout(x + self.pe[start:start + L])  # slice positions, not features
+
+
+def rope_angles(length: int, d_k: int, base: float = 10000.0, start: int = 0) -> torch.Tensor:
+    """``(length, d_k / 2)`` angles ``p * base^(-2i/d_k)`` of positions ``start ...``: notebook
+    02's frequencies, one per pair of features ``(2i, 2i + 1)``."""
+    check_sizes("rope_angles", length=length, d_k=d_k)
+    if d_k % 2:
+        raise ValueError(f"rope_angles: d_k must be even (features rotate in pairs), got {d_k}")
+    freqs = base ** (-torch.arange(0, d_k, 2, dtype=torch.float32) / d_k)  # (d_k / 2,)
+    positions = torch.arange(start, start + length, dtype=torch.float32)  # (length,)
+    return positions[:, None] * freqs[None, :]
+
+
+def check_rope(x: torch.Tensor, angles: torch.Tensor) -> None:
+    """:func:`apply_rope`'s inputs: ``x (..., L, d_k)`` with an even ``d_k``, and one row of
+    ``d_k / 2`` angles for each of its ``L`` positions."""
+    if x.dim() < 2 or x.shape[-1] % 2 or angles.shape != (x.shape[-2], x.shape[-1] // 2):
+        raise ValueError(f"apply_rope expects x (..., L, d_k) with an even d_k and angles "
+                         f"(L, d_k / 2); got x {tuple(x.shape)} and angles {tuple(angles.shape)}")
+
+
+def apply_rope(x: torch.Tensor, angles: torch.Tensor) -> torch.Tensor:
+    """Rotate each feature pair ``(x[2i], x[2i+1])`` of ``x (..., L, d_k)`` by its angle
+    (``angles (L, d_k / 2)``). Then ``rope(q, p) . rope(k, p')`` depends on ``p - p'`` only."""
+    check_rope(x, angles)
+    cos, sin = angles.cos().to(x.dtype), angles.sin().to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]  # (..., L, d_k / 2) each: the two halves of each pair
+    rotated = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)
+    return rotated.flatten(-2)  # (..., L, d_k / 2, 2) -> (..., L, d_k), pairs interleaved again

@@ -6,19 +6,9 @@ the feed-forward activation (swish, ``activation="silu"``), the positional table
 (``interleaved_positions=False``), a bias on the output logits (the course's ``generator`` has
 one), and the decoder started with the pad id (``bos_id`` of ``greedy_decode``).
 
-- :func:`load_marian` (with :func:`marian_key`): notebook 15's exercise, a
-  ``MarianMTModel``'s config and state dict -> the course's ``Transformer``;
-- :func:`load_opus_mt`: the real model and its tokenizer from the cache or the Hub, or None
-  (after one sentence saying why) when there is no connection;
-- :func:`load_standin`: the offline stand-in, ``assets/nb15_marian/``: a small
-  ``MarianMTModel`` with the real model's conventions, trained on notebook 09's toy sentences,
-  and its SentencePiece vocabulary (retrained by :func:`retrain_standin`, through
-  ``python -m helpers.course --retrain-asset marian``);
-- :func:`train_marian_tokenizer` and :func:`standin_marian`: a SentencePiece vocabulary trained
-  on given text, and a small ``MarianMTModel`` with the real model's conventions and random
-  weights (the tests' and the checker's models);
-- :data:`MATCHING`: the ``generate`` settings under which its greedy and beam search give the
-  course's ``greedy_decode`` and ``beam_search`` token for token.
+Here: notebook 15's exercise (:func:`load_marian`, :func:`marian_key`), the real model or the
+offline stand-in (``assets/nb15_marian/``, a small Marian trained on notebook 09's sentences),
+and :data:`MATCHING`, the ``generate`` settings under which Hugging Face's search is the course's.
 
 Nothing in the core imports this module; ``transformers`` and ``sentencepiece`` are imported by
 the functions that need them.
@@ -222,8 +212,7 @@ def marian_config(vocab_size: int, d_model: int = 64, layers: int = 2, heads: in
 
 def standin_marian(vocab_size: int, seed: int = 0, std: float = 0.3, **sizes):
     """A small ``MarianMTModel`` (sizes: see :func:`marian_config`) with random weights, in eval
-    mode, and the published model's generation defaults: 4 beams, at most as many tokens as
-    positions (512 there), ``<pad>`` never generated.
+    mode, and the published model's generation defaults (:func:`published_generation`).
 
     Every weight and bias is drawn from ``N(0, std^2)``, every LayerNorm gain from ``N(1,
     std^2)``, and ``final_logits_bias`` from ``N(0, 1)``: ``transformers``' own initialisation

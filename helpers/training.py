@@ -113,9 +113,10 @@ def train_step(model: torch.nn.Module, batch, loss_fn: Callable, optimizer, sche
 def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, scheduler=None,
           max_steps: Optional[int] = None, clip_norm: Optional[float] = 1.0,
           max_seconds: Optional[float] = None, device=None, progress: bool = True,
-          on_step: Optional[Callable[[int, float], None]] = None) -> list:
-    """Run :func:`train_step` on each of ``batches`` and return the loss of every step (a list
-    of floats). Stops when ``batches`` runs out, after ``max_steps`` steps or after
+          on_step: Optional[Callable[[int, float], None]] = None,
+          step: Optional[Callable] = None) -> list:
+    """Run :func:`train_step` (or ``step``, a function with its arguments: notebook 09's
+    learner's) on each of ``batches`` and return the loss of every step (a list of floats). Stops when ``batches`` runs out, after ``max_steps`` steps or after
     ``max_seconds`` seconds, whichever comes first. ``device``: batches are moved there with
     ``.to(device)``. ``on_step(step, loss)`` is called after every step (e.g. to draw a live
     loss plot). The model trains in training mode (dropout on) and gets its previous mode back
@@ -123,24 +124,24 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
     """
     if max_steps is not None:
         check_sizes("train", max_steps=max_steps)  # 0 or less would never stop an endless stream
-    was_training, history = model.training, []
+    step_fn, was_training, history = step or train_step, model.training, []
     model.train()
     start = time.perf_counter()
     bar = tqdm(total=max_steps, disable=not progress, desc="training", unit="step")
     try:
-        for step, batch in enumerate(batches, start=1):
+        for number, batch in enumerate(batches, start=1):
             if device is not None:
                 batch = batch.to(device)
             try:
-                history.append(train_step(model, batch, loss_fn, optimizer, scheduler, clip_norm))
+                history.append(step_fn(model, batch, loss_fn, optimizer, scheduler, clip_norm))
             except ValueError as error:  # a clear message (ours), with the step it happened at
-                raise ValueError(f"train, step {step}: {error}") from None
+                raise ValueError(f"train, step {number}: {error}") from None
             bar.update(1)
             bar.set_postfix(loss=f"{history[-1]:.3f}", refresh=False)
             if on_step is not None:
-                on_step(step, history[-1])
+                on_step(number, history[-1])
             out_of_time = max_seconds is not None and time.perf_counter() - start >= max_seconds
-            if step == max_steps or out_of_time:
+            if number == max_steps or out_of_time:
                 break
     finally:
         bar.close()

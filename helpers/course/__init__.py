@@ -1,16 +1,5 @@
-"""The course itself: where it lives, how each notebook starts, which versions it is tested with.
-
-Everything a notebook needs to find the course is kept here, in one place:
-
-- ``REPO_URL``: the repository address (the setup cell of every notebook repeats it; a test
-  checks that the two agree);
-- ``colab_url(name)`` and ``colab_badge(name)``: the "Open in Colab" link and the badge line of
-  each notebook's first cell;
-- ``SETUP_CELL``: the exact code of each notebook's second cell;
-- ``setup()``: what the setup cell does once ``helpers`` is importable (Colab's missing
-  packages and widget manager, torch's thread count, seeds, the device);
-- ``SUPPORTED_VERSIONS``, ``TESTED_VERSIONS`` and ``check_environment()``: the version ranges the
-  course is tested with, the pins of ``requirements.txt`` and a check of the installed ones.
+"""The course itself: where it lives, how each notebook starts (``SETUP_CELL``, ``setup()``, the
+Colab badge), and which package versions it is tested with (``check_environment()``).
 
 The contributor's tooling lives beside it: :mod:`helpers.course.tools` (``python -m
 helpers.course --write-assets | --execute notebooks/NN_name.ipynb | --retrain-asset``) and
@@ -24,6 +13,7 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+# The repository; SETUP_CELL repeats it, and a test holds the two equal.
 REPO_URL = "https://github.com/transformers-from-scratch/course"
 
 ROOT = Path(__file__).resolve().parents[2]  # the repository root (the ``course`` folder on Colab)

@@ -40,10 +40,10 @@ if __name__ == "__main__":
 
         torch.set_num_threads(2)
         print(f"saved: {retrain_asset(*sys.argv[2:])}")
-    elif sys.argv[1:2] == ["--sweep"] and _sweep_options(sys.argv[2:]) is not None:
+    elif sys.argv[1:2] == ["--sweep"] and (options := _sweep_options(sys.argv[2:])) is not None:
         from .sweep import sweep
 
-        summary = sweep(**_sweep_options(sys.argv[2:]))
+        summary = sweep(**options)
         for name, row in summary["metrics"].items():
             print(f"{name:28s} min {row['min']:8.3f}  median {row['median']:8.3f}  "
                   f"max {row['max']:8.3f}")

@@ -7,7 +7,7 @@ own switches reproduce that spread on one machine: ``ATEN_CPU_CAPABILITY`` picks
 an older instruction set (``default``: none of the vector ones; ``avx2``), ``MKL_CBWR`` fixes
 MKL's code path (``COMPATIBLE``, ``AVX2``), and the thread count splits the sums. Each run of
 :data:`RUNS` is a fresh Python process with its switches set before torch is imported; it trains
-what notebooks 09 and 12 train, exactly as they do, and reports :data:`METRICS`.
+what notebooks 09, 12 and 14 train, exactly as they do, and reports :data:`METRICS`.
 
 ``assets/sweep.json`` keeps, for each metric, its minimum, median and maximum over the runs,
 with the switches and seeds of every run; ``tests/notebooks/test_claims.py`` checks that every
@@ -75,10 +75,10 @@ def _notebook_09(seed: int) -> dict:
     """Notebook 09's training (350 steps of 128 pairs) and its scores; pitfall T1's two runs."""
     from functools import partial
 
-    from helpers.data import PAD_ID, batches, encode_pairs
-    from helpers.model import TransformerConfig, build_model
-    from helpers.training import label_smoothed_nll, make_optimizer, train, translation_loss
-    from helpers.translation import (
+    from ..data import PAD_ID, batches, encode_pairs
+    from ..model import TransformerConfig, build_model
+    from ..training import label_smoothed_nll, make_optimizer, train, translation_loss
+    from ..translation import (
         CORPUS_ARGS,
         bleu,
         exact_match,
@@ -86,7 +86,7 @@ def _notebook_09(seed: int) -> dict:
         train_translator,
         translate,
     )
-    from helpers.utils import set_seed
+    from ..utils import set_seed
 
     corpus = make_corpus(**CORPUS_ARGS)
     src, tgt = corpus.src_vocab, corpus.tgt_vocab
@@ -128,15 +128,11 @@ def _notebook_12(seed: int) -> dict:
     two cells that read the trained decoder-only model."""
     import torch
 
-    from helpers.gpt import GPTConfig, continue_translations, generate, prompt_ids, train_gpt
-    from helpers.model import TransformerConfig
-    from helpers.translation import (
-        CORPUS_ARGS,
-        exact_match,
-        make_corpus,
-        train_translator,
-        translate,
-    )
+    from ..continuation import continue_translations, prompt_ids, train_gpt
+    from ..generation import generate
+    from ..gpt import GPTConfig
+    from ..model import TransformerConfig
+    from ..translation import CORPUS_ARGS, exact_match, make_corpus, train_translator, translate
 
     corpus = make_corpus(**CORPUS_ARGS)
     budget = dict(steps=200, batch_size=64, seed=seed, progress=False)
@@ -179,8 +175,8 @@ def _notebook_14(seed: int) -> dict:
     """Notebook 14's three translators (word-level; subword; subword with one tied matrix), each
     trained for NAMED_STEPS steps on the corpus with names, and their scores on the three test
     sets (the word-level one copies no unseen name, on any CPU: it has no token for one)."""
-    from helpers.translation import CORPUS_ARGS, make_corpus
-    from helpers.translation.names import (
+    from ..translation import CORPUS_ARGS, make_corpus
+    from ..translation.names import (
         NAMED_KINDS,
         name_corpus,
         named_scores,

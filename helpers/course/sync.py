@@ -14,10 +14,9 @@ in both front ends (``cellView: "form"`` for Colab, ``jupyter.source_hidden`` fo
 A reference that the core has no definition for (a function only an exercise asks for) lives in
 its notebook's exercise module and is marked the same way: ``# helpers/exercises/nb01.py``.
 
-Why this direction (library -> notebook): ``helpers/`` is what the tests, the checkers, later
-notebooks and the benchmark import, and what linters and parity tests read; a marked cell is a
-view of it. Editing a definition therefore means: edit ``helpers/``, run ``--write``, re-execute
-the notebook (``python -m helpers.course --execute``) if its outputs depend on the change.
+``helpers/`` is what the tests, the checkers and later notebooks import, so a marked cell is a
+view of it: edit ``helpers/``, run ``--write``, and re-execute the notebook (``python -m
+helpers.course --execute``) if its outputs depend on the change.
 
     python -m helpers.course.sync --check   # exit 1 and a unified diff per drifted cell
     python -m helpers.course.sync --write   # rewrite the marked cells from helpers/
@@ -60,7 +59,7 @@ MANIFEST = {
         ("layers", ["LayerNorm"]),
         ("exercises/nb04", ["feed_forward"], "feed_forward"),
         ("layers", ["FeedForward"]),
-        ("exercises/nb04", ["residual_sublayer"], "residual_sublayer"),
+        ("layers", ["residual_sublayer"], "residual_sublayer"),
     ],
     "05_encoder": [("layers", ["EncoderLayer"], "encoder_layer"),
                    ("layers", ["layer_stack", "Encoder"])],
@@ -78,32 +77,28 @@ MANIFEST = {
                     ("training", ["train_step"], "train_step")],
     "10_decoding": [("decoding", ["greedy_decode"], "greedy_decode"),
                     ("decoding", ["beam_step"], "beam_step"),
-                    ("decoding", ["_cannot_improve"]),
+                    ("decoding", ["cannot_improve"]),
                     ("decoding", ["beam_search"], "beam_search"),
-                    ("decoding", ["KVCache"]),
-                    ("decoding", ["_keys_values", "_attend"]),
-                    ("decoding", ["cached_decoder_layer"], "kv_cache_decode"),
-                    ("decoding", ["decode_step"])],
+                    ("attention", ["KVCache"]),
+                    ("attention", ["MultiHeadAttention"], "kv_cache_decode")],
     "11_inspecting_attention": [("ablation", ["zero_head"], "zero_head"),
                                 ("ablation", ["ablated"])],
     "12_decoder_only": [
-        ("gpt", ["continuation_example", "ContinuationBatch", "continuation_batch"],
+        ("continuation", ["continuation_example", "ContinuationBatch", "continuation_batch"],
          "continuation_example"),
         ("gpt", ["GPT_CHOICES"]),
         ("gpt", ["GPTConfig"]),
-        ("gpt", ["gpt_block"]),
+        ("gpt", ["Block"]),
         ("gpt", ["GPT"], "gpt"),
-        ("gpt", ["continuation_loss"]),
-        ("gpt", ["filter_logits"], "filter_logits"),
-        ("gpt", ["sample_next"]),
-        ("gpt", ["cached_self_attention"]),
-        ("gpt", ["cached_forward"]),
-        ("gpt", ["generate_tokens"], "generate_tokens"),
-        ("modern", ["rms_norm", "RMSNorm"], "rms_norm"),
-        ("modern", ["SwiGLU"]),
-        ("modern", ["rope_angles"]),
-        ("modern", ["apply_rope"], "apply_rope"),
-        ("modern", ["RotaryAttention"]),
+        ("continuation", ["continuation_loss"]),
+        ("generation", ["filter_logits"], "filter_logits"),
+        ("generation", ["sample_next"]),
+        ("generation", ["generate_tokens"], "generate_tokens"),
+        ("layers", ["rms_norm", "RMSNorm"], "rms_norm"),
+        ("layers", ["SwiGLU"]),
+        ("positional", ["rope_angles"]),
+        ("positional", ["apply_rope"], "apply_rope"),
+        ("attention", ["MultiHeadAttention"]),
     ],
     "13_scaling_up": [
         ("distributed", ["rank_loss"], "rank_loss"),
@@ -127,6 +122,12 @@ MANIFEST = {
     ],
 }
 
+# Definitions shown again in a later notebook, and why (each is written once, in helpers/).
+SHOWN_AGAIN = {
+    "attention.MultiHeadAttention": "notebook 03 teaches it; notebook 10 shows it again for the "
+    "lines the KV cache adds (its exercise), notebook 12 for the rotary positions' lines",
+}
+
 # Public definitions of the core that no notebook shows, and why.
 NOT_TAUGHT = {
     "checks": "input checks: shapes and dtypes with clear errors; notebooks 01, 03 and 08 show "
@@ -139,8 +140,10 @@ NOT_TAUGHT = {
     "decoding.check_limits": "input checks of the decoders (see checks)",
     "decoding.check_beam_source": "input checks of the decoders (see checks)",
     "decoding.check_special_ids": "input checks of the decoders (see checks)",
-    "decoding.check_cache_memory": "input check of decode_step: the same memory at every step",
-    "modern.check_rope": "the input check of apply_rope (see checks)",
+    "decoding.append_tokens": "one step of a decoding loop (append, finished rows stay at EOS), "
+                              "shared by greedy_decode and generate_tokens, which notebooks 10 "
+                              "and 12 show",
+    "positional.check_rope": "the input check of apply_rope (see checks)",
     "masks.mask_explorer_data": "the numbers of notebook 06's mask explorer, drawn by its figure",
     "decoding.eval_mode": "eval mode plus torch.no_grad, restored afterwards; notebook 10 says so",
     "data": "vocabularies and padded batches: notebook 09 shows what they produce (tokens, ids, "
@@ -148,10 +151,12 @@ NOT_TAUGHT = {
     "training": "besides label smoothing, the warm-up schedule and the training step: the "
                 "loop around the step, the teacher-forcing loss and checkpoints, described and "
                 "used in notebook 09",
-    "gpt": "besides the model, the labels, the sampling and the generation loop: the joint "
-           "vocabulary and prompts, the endless shuffled batches, train_gpt (notebook 09's "
-           "loop), generate and continue_translations (the loop run on lists of prompts) and "
-           "the ablation runner, described and used in notebook 12",
+    "generation": "besides the sampling filters and the generation loop: their input checks "
+                  "and generate (the loop run on lists of prompts), used in notebook 12",
+    "continuation": "besides the labels and the loss: the joint vocabulary and prompts, the "
+                    "endless shuffled batches, train_gpt (notebook 09's loop), "
+                    "continue_translations, the shipped models and compare_blocks (the block "
+                    "variants trained), described and used in notebook 12",
     "distributed": "besides the process group, the DDP wrap, the rank's loss, the step and the "
                    "all-reduce by hand: the command line, the data sharding (its output is "
                    "drawn), training, spawn/launch and the benchmark, run in notebook 13",

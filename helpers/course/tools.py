@@ -84,8 +84,8 @@ def retrain_asset(which: str = "translator", path=None, progress: bool = True) -
     (``"negation"``)."""
     if which not in RETRAINABLE:
         raise ValueError(f"expected one of {sorted(RETRAINABLE)}, got {which!r}")
-    if which == "nb12":  # notebook 12's two models (assets/nb12_models.pt): helpers.gpt's recipe
-        from ..gpt import retrain_models
+    if which == "nb12":  # notebook 12's two models (assets/nb12_models.pt): helpers.continuation's recipe
+        from ..continuation import retrain_models
 
         return retrain_models(path, progress)
     if which == "marian":  # notebook 15's offline stand-in (assets/nb15_marian/), a MarianMTModel

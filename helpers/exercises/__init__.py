@@ -1,66 +1,54 @@
-"""Exercise checkers for the notebooks: ``check(name, fn)`` and ``solution(name)``.
+"""Exercise checkers for the notebooks: ``check``, ``use`` and ``solution``.
 
 In a notebook::
 
-    from helpers.exercises import check, solution
+    from helpers.exercises import check, solution, use
 
     def my_causal_mask(size):
         raise NotImplementedError  # your code here
 
-    check("causal_mask", my_causal_mask)   # prints one message, returns True or False
-    solution("causal_mask")                # prints the reference code
+    check("causal_mask", my_causal_mask)        # prints one message, returns True or False
+    mask = use("causal_mask", my_causal_mask)  # or: check, then yours if it passed, else ours
+    solution("causal_mask")                     # prints the reference code
 
-A class exercise (``multi_head_attention``, ``encoder_layer``, ``decoder_layer``) gives the
-``__init__`` and asks for ``forward``: ``check("encoder_layer", MyEncoderLayer)`` builds your
-class, loads the reference's weights into it (``load_state_dict``, strict) and compares outputs.
+A class exercise (``multi_head_attention``, ``encoder_layer``, ...) gives the ``__init__`` and
+asks for ``forward``: ``check`` builds your class, loads the reference's weights into it (strict)
+and compares outputs. ``use`` is how a notebook's later cells run your answer once it passes; an
+untouched stub hands on the course's definition, so the notebook still runs top to bottom.
 
 How ``check`` works:
 
 1. Your function runs on a few seeded cases (random inputs of several shapes, plus edge cases such
    as a fully masked row, length 1 or ``d_model = 2``) and is compared with the reference.
-2. If it differs, every known buggy variant of that exercise runs on the same cases: the classic
-   Transformer bugs of the course's pitfall list (ids A attention, P positional encoding, H heads,
-   N LayerNorm, M masks, L layers, T training, D decoding, G GPT and the modern block, S scaling
-   up, as in the notebooks' "Common pitfalls" sections and ``pitfalls.py``),
-   plus a few others. When your output matches one, ``check`` prints its hint, e.g. ``[N2]``.
+2. If it differs, the known slips of that exercise run on the same cases. Each slip is the
+   reference with one small change of its source (``slip``: an expression replaced, a line
+   dropped), or a lower exercise's slip carried up through the same code (an attention slip inside
+   multi-head attention). The classic bugs have ids (``pitfalls.py``: A attention, P positions,
+   N LayerNorm, M masks, D decoding, ...) and one hint each. When your output matches a slip,
+   ``check`` prints its hint, e.g. ``[N2]``.
 3. Otherwise it tells you the first thing that differs (type, shape, dtype, NaN, or the first wrong
    value and the largest difference).
 
-``check`` never raises for a wrong answer: an exception inside your function (``SystemExit``
-included), a wrong type, shape or dtype, or NaN are all reported as a failure. An untouched stub
-(its body is only ``return None``, ``pass`` or ``raise NotImplementedError``, or it raises
-``NotImplementedError`` on every case) reports "not attempted yet", so a notebook still runs top
-to bottom. A function with code that returns ``None`` is asked "did you forget `return`?".
-``print`` calls inside your function are silenced during the check; call it directly to debug.
+``check`` never raises for a wrong answer: an exception inside your function, a wrong type, shape
+or dtype, NaN, or an input changed in place are reported as a failure. An untouched stub (only
+``return None``, ``pass`` or ``raise NotImplementedError``) reports "not attempted yet". ``print``
+calls inside your function are silenced during the check; call it directly to debug. Each call
+has a time limit (``TIME_LIMIT`` = 10 s; ``check(name, fn, time_limit=60)``, ``math.inf`` for
+none), in a background thread that Python cannot stop: restart the kernel if it stays busy. An
+unknown exercise name raises ``ValueError`` listing the known ones. Everything printed is
+deterministic, so nbval can compare it; the global random state is left untouched.
 
-Each call of your function has a time limit (``TIME_LIMIT`` = 10 s; ``check(name, fn,
-time_limit=60)`` for another, ``math.inf`` for none): a function that never returns is reported
-instead of freezing the notebook. It runs in a background thread (that works in every kernel, on
-Linux, macOS, Windows and Colab alike), which Python cannot stop from outside: after such a report
-the call goes on in the background, so restart the kernel if it stays busy.
-
-An unknown exercise name is a typo in the notebook, not a wrong answer: ``check`` and ``solution``
-both raise ``ValueError`` listing the known names.
-
-Everything printed is deterministic (seeded inputs, no addresses, no timings), so notebooks that
-call ``check`` can be compared by nbval. The global random state is left untouched.
-
-The package, in the manner of Kaggle's learntools:
-
-- ``engine``: the building blocks (:class:`Case`, :class:`Pitfall`, :class:`Exercise`), ``check``
-  and ``solution``, and ``MODULES``, which says which module holds which exercise;
-- ``compare``: how an answer is compared with the reference, and the messages;
-- ``nb01`` ... ``nb13``: one module per notebook with exercises, holding its references, buggy
-  variants, cases and hints in a dict ``EXERCISES``. A notebook's module is imported only when
-  one of its exercises is first checked, so notebook 01 never loads the training code;
-- ``pitfalls``: the classic bugs by id (A1, ..., D4), the registry behind the hints' ids.
-
-To add an exercise: write its reference (or import it from ``helpers``, from a module that its
-notebook or an earlier one teaches), its buggy variants and a case builder in its notebook's
-module, add an :class:`Exercise` to that module's ``EXERCISES``, and its name to
-``engine.MODULES``. The tests in ``tests/exercises`` pick it up automatically.
+The package: ``engine`` (``Case``, ``Pitfall``, ``Exercise``, ``slip``, ``check``, ``use``,
+``solution``, and ``MODULES``: which module holds which exercise, imported on first use);
+``compare`` (how answers are compared, the messages); ``cases`` (shared case builders);
+``pitfalls`` (the classic bugs by id and their hints); ``nb00`` ... ``nb15``, one module per
+notebook with its slips and cases in a dict ``EXERCISES``. To add an exercise: add an
+:class:`Exercise` to its notebook's module and its name to ``engine.MODULES``; the tests in
+``tests/exercises`` pick it up.
 """
 
-from .engine import TIME_LIMIT, Case, Exercise, Pitfall, all_exercises, check, solution
+from .engine import (TIME_LIMIT, Case, Exercise, Pitfall, all_exercises, check, slip,
+                     solution, use)
 
-__all__ = ["check", "solution", "all_exercises", "Exercise", "Pitfall", "Case", "TIME_LIMIT"]
+__all__ = ["check", "use", "solution", "all_exercises", "Exercise", "Pitfall", "Case", "slip",
+           "TIME_LIMIT"]

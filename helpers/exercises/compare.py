@@ -25,14 +25,15 @@ class Raised:
     def describe(self) -> str:
         """The error in a line. An error raised by the course's own code (``helpers/``, such
         as a shape check whose last words say what to do) is given whole; one from torch or
-        Python keeps its first line, cut at 150 characters."""
+        Python keeps its first line, cut at 150 characters; after a first line that ends with
+        ":" (load_state_dict's), the next three too, which name the missing or unexpected keys."""
         text = no_addresses(str(self.error).strip())
+        lines = [line.strip() for line in text.splitlines() if line.strip()]
         if _raised_by_course(self.error):
-            message = " ".join(line.strip() for line in text.splitlines() if line.strip())
+            message = " ".join(lines)
         else:
-            message = text.splitlines()[0] if text else ""
-            if len(message) > 150:
-                message = message[:147] + "..."
+            lines = lines[:4] if lines and lines[0].endswith(":") else lines[:1]
+            message = " ".join(line if len(line) <= 150 else line[:147] + "..." for line in lines)
         return f"{type(self.error).__name__}: {message}" if message else type(self.error).__name__
 
 

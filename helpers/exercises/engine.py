@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from .compare import Raised, describe, difference, is_blank, same
+from .pitfalls import HINTS
 from .stubs import is_stub
 
 PASS, FAIL, TODO, HINT = "✅", "❌", "⏳", "💡"
@@ -154,11 +155,42 @@ class Pitfall:
     id: str | None
     name: str
     variant: Callable
-    hint: str
+    hint: str | None = None  # None: the id's one hint in pitfalls.HINTS
     # Where outputs cannot tell two slips apart (both leave the same numbers), what the case
     # recorded of the learner's behaviour tells: ``shows(outcomes) -> bool`` on the learner's
     # outcomes, one per case. Such a pitfall matches only when it returns True.
     shows: Callable | None = None
+
+    def __post_init__(self):
+        if self.hint is None:
+            if self.id not in HINTS:
+                raise ValueError(f"Pitfall {self.name!r}: give a hint, or add {self.id!r} to HINTS")
+            object.__setattr__(self, "hint", HINTS[self.id])
+
+
+def slip(target: Callable, *edits: tuple, names: dict | None = None,
+         method: str = "forward") -> Callable:
+    """A buggy variant stated as a small change of a reference: ``target``'s own source with each
+    ``(old, new)`` edit made (``new = ""`` drops ``old``), compiled in the globals of ``target``'s
+    module. Each ``old`` must occur exactly once, so a changed reference cannot silently lose a
+    slip: the module then fails to import. ``names`` replaces names in the variant's globals only
+    (a lower exercise's slip carried up, e.g. ``{"layer_norm": unbiased}``): module globals are
+    never patched. A class gives a subclass whose ``method`` is the edited one."""
+    fn = getattr(target, method) if isinstance(target, type) else target
+    source = textwrap.dedent(inspect.getsource(fn))
+    for old, new in edits:
+        if source.count(old) != 1:
+            raise ValueError(f"slip of {fn.__qualname__}: {old!r} occurs {source.count(old)} "
+                             "times in its source, not once")
+        source = source.replace(old, new)
+    if fn.__code__.co_freevars:
+        raise ValueError(f"slip of {fn.__qualname__}: a closure cannot be recompiled")
+    namespace = {**fn.__globals__, **(names or {})}
+    exec(compile(source, f"<slip of {fn.__qualname__}>", "exec"), namespace)
+    variant = namespace[fn.__name__]
+    if isinstance(target, type):
+        return type(target.__name__, (target,), {method: variant})
+    return variant
 
 
 @dataclass(frozen=True)
@@ -177,6 +209,11 @@ class Exercise:
     # For answers that are not tensors (a dict of pair counts, a list of merges):
     # ``compare(expected, given) -> Problem | None``, used instead of the tensor comparison.
     compare: Callable | None = None
+    # What :func:`use` hands on while the learner's answer does not pass (default: reference).
+    runs_as: Callable | None = None
+    # What a right answer must also do for the cells after it (keep ``attention_weights``):
+    # ``requires(fn) -> what is missing, or None``, asked once every output is right.
+    requires: Callable | None = None
 
     def cases(self) -> list:
         """The test cases, the same on every call (a private generator, seed 0)."""
@@ -260,6 +297,10 @@ def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
                   "x[...] = ... on an input: the caller's tensor changes too (and autograd "
                   "refuses in-place edits of tensors it needs).")
             return False
+        missing = exercise.requires and exercise.requires(fn)
+        if missing:
+            print(f"{FAIL} {name}: right outputs, but {missing}")
+            return False
         tested = "; ".join(case.label for case in cases)
         print(f"{PASS} {name}: correct on all {len(cases)} test cases ({tested}). Well done!")
         return True
@@ -277,6 +318,20 @@ def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
         advice = f"Hint{tag}: {pitfall.hint}"
     print(f"{headline}\n   {HINT} {advice}")
     return False
+
+
+def use(name: str, fn: Callable, time_limit: float | None = None) -> Callable:
+    """:func:`check`, then what the cells below should run: ``fn`` once it passes, else the
+    course's own definition. Prints one sentence saying which."""
+    passed = check(name, fn, time_limit)
+    if passed:
+        print(f"   ➡️  From here on, the cells below run your `{fn.__name__}`.")
+        return fn
+    exercise = lookup(name)
+    course = exercise.runs_as or exercise.reference
+    print(f"   ➡️  Until yours passes, the cells below run the course's "
+          f"`{course.__name__}` ({_where(course).split(' ')[0]}).")
+    return course
 
 
 def solution(name: str) -> None:

@@ -1,13 +1,9 @@
-"""Notebook 13's exercises: what data parallelism asks of the learner, the loss of one rank
-(``rank_loss``: S1, S2), DDP's gradient all-reduce written by hand (``average_gradients``: S5),
-checked in two gloo processes against DDP itself, and a rank's share of a step's batch
-(``rank_batch``: S3, S4).
-"""
+"""Notebook 13's exercises: a rank's share of a step (``rank_batch``: S3, S4), the loss of one
+rank (``rank_loss``: S1, S2), and DDP's all-reduce by hand (``average_gradients``: S5), run in
+two gloo processes and compared with DDP itself. Slips are edits of the references."""
 
 import builtins
-import copy
 import inspect
-import sys
 import tempfile
 import textwrap
 import traceback
@@ -24,19 +20,41 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ..data import PAD_ID, make_batch
 from ..distributed import average_gradients, rank_loss, spawn
 from ..model import TransformerConfig, build_model
-from .compare import _raised_by_course
-from .engine import Case, Exercise, Pitfall
+from .cases import exercise
+from .compare import Raised, _raised_by_course
+from .engine import Case, Exercise, Pitfall, slip
 from .stubs import is_stub
 
-# ----------------------------------------------------------------------------------------------
-# rank_loss: what one of W processes must backpropagate
-# ----------------------------------------------------------------------------------------------
+
+def rank_batch(order: torch.Tensor, step: int, rank: int, world_size: int,
+               batch_size: int) -> torch.Tensor:
+    """Rank ``rank``'s items at step ``step`` (from 0), dealt as ``DistributedSampler`` deals.
+
+    ``order``: the epoch's permutation of the dataset's indices, the same on every rank (same
+    seed). Step s uses the block ``order[s*B : (s+1)*B]`` of the global batch B, dealt out in
+    turn: rank r gets the block's items r, r + W, r + 2W, ... (B / W of them).
+    """
+    start = step * batch_size  # the global batch advances by B every step
+    return order[start + rank:start + batch_size:world_size]
+
+
+def _rank_batch_cases(gen: torch.Generator) -> list:
+    shared = torch.randperm(40, generator=gen)  # cases 0 and 1: both ranks of one step
+    return [Case("rank 1 of 2, step 3, B = 8", (shared, 3, 1, 2, 8)),
+            Case("rank 0 of 2, step 3, B = 8", (shared, 3, 0, 2, 8)),
+            Case("rank 2 of 4, step 2, B = 12", (torch.randperm(60, generator=gen), 2, 2, 4, 12)),
+            Case("rank 0 of 1 (one process), step 1, B = 6",
+                 (torch.randperm(20, generator=gen), 1, 0, 1, 6))]
+
+
+def _ranks_differ(outcomes) -> bool:  # shows: cases 0 and 1 (two ranks) got different items
+    return not all(torch.is_tensor(o) for o in outcomes[:2]) or not torch.equal(*outcomes[:2])
+
 
 def _rank_loss_cases(gen: torch.Generator) -> list:
     def rank(b, T, real, N, W):
         mask = torch.arange(T)[None, :] < torch.tensor(real)[:, None]  # (b, T) padding at the end
-        losses = torch.rand(b, T, generator=gen) * 5
-        losses[~mask] = torch.rand(int((~mask).sum()), generator=gen) * 5  # padding: not 0
+        losses = torch.rand(b, T, generator=gen) * 5  # padding's losses are not 0 either
         return (losses, mask, N, W)
 
     return [Case("rank 0 of 2: 3 pairs, 12 of all 30 tokens", rank(3, 6, [6, 4, 2], 30, 2)),
@@ -45,56 +63,45 @@ def _rank_loss_cases(gen: torch.Generator) -> list:
             Case("one process (W = 1): its own 14 tokens", rank(2, 7, [7, 7], 14, 1))]
 
 
-# ----------------------------------------------------------------------------------------------
-# average_gradients: DDP's all-reduce by hand, run in two gloo processes
-# ----------------------------------------------------------------------------------------------
-
-# The models of the check: (case label, model kind), each trained one step in both processes.
+# ---- average_gradients: two processes; the frozen model last, so that an answer that fails
+# there only keeps the other cases' results -----------------------------------------------------
 KINDS = {"transformer": "a small Transformer, 4 sentence pairs of its own on each rank",
-         "frozen": "the same with its source embedding frozen (its .grad stays None)",
-         "mlp": "a 2-layer MLP, 3 examples on rank 0 and 5 on rank 1"}
-# Time limits of the check, in seconds (the exercise's time_limit, 120 s, is longer: these end
-# first, with a clearer message, and stop the processes). A correct answer takes 1-5 s.
+         "mlp": "a 2-layer MLP, 3 examples on rank 0 and 5 on rank 1",
+         "frozen": "the Transformer with its source embedding frozen (its .grad stays None)"}
+# Seconds, below the exercise's time_limit (120 s), so that these end first, with clearer
+# messages, and stop the processes. A correct answer takes 1-5 s.
 COLLECTIVE_TIMEOUT = 30  # a rank waits this long in a collective that the other never joins
 CHECK_TIMEOUT = 90  # the check waits this long for its two processes, then stops them
 
 
 def ddp_all_reduce(model) -> None:
     """What an answer must match: DistributedDataParallel itself. For this one the check wraps
-    a copy of the model in DDP, which all-reduces during ``backward``: nothing is left to do."""
+    the model in DDP, which all-reduces during ``backward``: nothing is left to do."""
 
 
 def _step(kind: str, rank: int, world_size: int):
-    """The model of ``kind`` (the same weights on every rank) and a function that computes this
-    rank's loss, weighted as DDP needs it (:func:`helpers.distributed.rank_loss`)."""
+    """The model of ``kind`` (the same weights on every rank) and this rank's loss function."""
     gen = torch.Generator().manual_seed(7)
+    torch.manual_seed(0)
     if kind == "mlp":
-        torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(3, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2))
         x, y = torch.randn(8, 3, generator=gen), torch.randn(8, 2, generator=gen)
         mine = slice(0, 3) if rank == 0 else slice(3, 8)  # unequal shares: 3 and 5 examples
-
-        def loss(m):
-            errors = (m(x[mine]) - y[mine]).pow(2).sum(dim=1)  # (b,)
-            return rank_loss(errors, torch.ones_like(errors, dtype=torch.bool), len(x),
-                             world_size)
-        return model, loss
-    torch.manual_seed(0)
+        return model, lambda m: rank_loss((m(x[mine]) - y[mine]).pow(2).sum(dim=1),
+                                          torch.ones(len(x[mine]), dtype=torch.bool), len(x),
+                                          world_size)
     model = build_model(TransformerConfig(16, 2, 1, 32, 0.0), 11, 13)
-    if kind == "frozen":
-        model.src_embed.weight.requires_grad_(False)
+    model.src_embed.weight.requires_grad_(kind != "frozen")
     lengths = torch.randint(1, 7, (16,), generator=gen).tolist()
     pairs = [(torch.randint(4, 11, (n,), generator=gen).tolist(),
               torch.randint(4, 13, (8 - n,), generator=gen).tolist()) for n in lengths[:8]]
-    whole = make_batch([s for s, _ in pairs], [t for _, t in pairs])
-    batch = make_batch([s for s, _ in pairs[rank::world_size]],
-                       [t for _, t in pairs[rank::world_size]])  # as DistributedSampler deals
-    real = batch.tgt_out != PAD_ID
+    tokens = int((make_batch(*zip(*pairs)).tgt_out != PAD_ID).sum())  # N, of all ranks
+    b = make_batch(*zip(*pairs[rank::world_size]))  # as DistributedSampler deals
 
     def loss(m):
-        logits = m(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (b, T, V)
-        losses = F.cross_entropy(logits.transpose(1, 2), batch.tgt_out, reduction="none")
-        return rank_loss(losses, real, int((whole.tgt_out != PAD_ID).sum()), world_size)
+        losses = F.cross_entropy(m(b.src, b.tgt_in, b.src_mask, b.tgt_mask).transpose(1, 2),
+                                 b.tgt_out, reduction="none")  # (b, T)
+        return rank_loss(losses, b.tgt_out != PAD_ID, tokens, world_size)
     return model, loss
 
 
@@ -106,33 +113,37 @@ def _gradients(model) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Failure:
-    """What an answer raised in a process, sent back to be raised again in the notebook's;
-    ``collective``: the ``torch.distributed`` call it came out of (``"all_reduce"``, ...), if
-    any: there a rank raises when the other never joins it (:func:`_error`)."""
+    """What a function raised in a process: its type's name and message; ``collective``: the
+    ``torch.distributed`` call it came out of (a rank raises there when the other never joins);
+    ``course``: raised in ``helpers/`` (given whole); ``none_grad``: a p.grad was None."""
 
     kind: str
     message: str
-    collective: str | None = None
-    course: bool = False  # raised by the course's own code (helpers/): given whole
+    collective: str | None
+    course: bool
+    none_grad: bool
 
-    def error(self) -> BaseException:
-        kind = getattr(builtins, self.kind, None)  # ValueError, NameError, ...: the same again
-        if isinstance(kind, type) and issubclass(kind, (Exception, SystemExit)):
-            error = kind(self.message)
-        else:
-            error = RuntimeError(f"{self.kind}: {self.message}")
-        error.whole = self.course
+    def error(self) -> BaseException:  # the same error again, in the notebook's process
+        kind = getattr(builtins, self.kind, None)
+        ok = isinstance(kind, type) and issubclass(kind, (Exception, SystemExit))
+        error = kind(self.message) if ok else RuntimeError(f"{self.kind}: {self.message}")
+        error.whole, error.none_grad = self.course, self.none_grad
         return error
 
 
+def _known() -> dict:
+    """The reference's and the variants' functions, by the name the processes know them by."""
+    found = [ddp_all_reduce, average_gradients,
+             *(p.variant for p in EXERCISES["average_gradients"].pitfalls)]
+    return {f"known{i}": fn for i, fn in enumerate(dict.fromkeys(found))}
+
+
 def _portable(fn):
-    """``fn`` as a new process can receive it: itself, when it is a module-level function of
-    ``helpers`` (pickle sends its name); else its source, defined again there (a function of
-    a notebook cell cannot be pickled by name, since the new process has no such cell)."""
-    module = sys.modules.get(getattr(fn, "__module__", None) or "")
-    if module and module.__name__.startswith("helpers.") and getattr(
-            module, fn.__qualname__, None) is fn:
-        return fn
+    """``fn`` as a new process can receive it: a known function's name, else its source (a
+    notebook cell's function cannot be pickled: the new process has no such cell)."""
+    name = next((key for key, known in _known().items() if known is fn), None)
+    if name is not None:
+        return name
     if getattr(fn, "__name__", "<lambda>") == "<lambda>":
         raise TypeError("check runs your function in two new processes from its source: "
                         "write it with def, in a cell of its own")
@@ -143,30 +154,20 @@ def _portable(fn):
                         f"source, which Python cannot find ({error})") from None
 
 
-def _restore(portable):
-    """The function :func:`_portable` sent: defined again from its source with ``torch`` and
-    ``dist`` (``torch.distributed``) as its only names, or itself."""
-    if callable(portable):
-        return portable
-    name, source = portable
+def _restore(sent):
+    """What :func:`_portable` sent, as a function: its source runs with ``torch``, ``nn`` and
+    ``dist`` as its only names."""
+    if isinstance(sent, str):
+        return _known()[sent]
     namespace = {"torch": torch, "dist": dist, "nn": torch.nn}
-    exec(compile(source, f"<your {name}>", "exec"), namespace)  # noqa: S102 (the learner's)
-    return namespace[name]
-
-
-def _collective(error: BaseException) -> str | None:
-    """The ``torch.distributed`` function that ``error`` was raised in, if any."""
-    names = [frame.f_code.co_name for frame, _ in traceback.walk_tb(error.__traceback__)
-             if frame.f_code.co_filename == distributed_c10d.__file__]
-    public = [name for name in names if not name.startswith("_") and name != "wrapper"]
-    return public[0] if public else None
+    exec(compile(sent[1], f"<your {sent[0]}>", "exec"), namespace)  # noqa: S102 (the learner's)
+    return namespace[sent[0]]
 
 
 def _watched(fn, model) -> dict:
-    """Call ``fn(model)`` and say what it did, for the hints that outputs cannot give (several
-    slips leave every gradient as it was): what it all-reduced (a ``p.grad``, a weight, or
-    another tensor such as a copy), whether it returned something, whether any gradient
-    changed."""
+    """Call ``fn(model)`` and say what it did, for the slips that leave every gradient as it
+    was: what it all-reduced (a p.grad, a weight, another tensor), whether it returned
+    something, whether any gradient changed."""
     before = _gradients(model).clone()
     grads = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
     weights = {p.data_ptr() for p in model.parameters()}
@@ -187,52 +188,40 @@ def _watched(fn, model) -> dict:
 
 
 def _gradients_job(rank: int, world_size: int, args) -> None:
-    """In each process (in the process group that :func:`helpers.distributed.spawn` joined):
-    with ``args.ddp``, every model of ``args.kinds`` takes one step under DDP; then once per
-    function of ``args.functions`` without DDP (the function called after ``backward``); the
-    gradients, or what a function raised, go to ``args.folder/rank<r>.pt`` (a file each, so
-    that an answer that leaves the other rank waiting cannot hide the results). A learner's
-    answer alone runs without DDP: the reference's gradients are kept from the first check."""
+    """In each process: one step of each model per function (DDP for :func:`ddp_all_reduce`,
+    else the function after ``backward``). Gradients or failures go to ``rank<r>.pt``, a file
+    per rank, so that a rank left waiting by the other cannot hide the results."""
     results = {}
     try:
-        for kind in args.kinds if args.ddp else ():
-            model, loss = _step(kind, rank, world_size)
-            wrapped = DDP(copy.deepcopy(model))
-            loss(wrapped).backward()
-            results[kind, "ddp"] = (_gradients(wrapped.module), None)
-        for key, portable in args.functions.items():  # the learner's last
-            for kind in args.kinds:
+        for key, sent in args.functions.items():  # the learner's alone, or the known ones
+            fn = _restore(sent)
+            for i, kind in enumerate(args.kinds):
                 model, loss = _step(kind, rank, world_size)
-                loss(model).backward()
+                wrapped = DDP(model) if fn is ddp_all_reduce else model  # alive until backward
+                loss(wrapped).backward()
                 try:
-                    how = _watched(_restore(portable), model)
+                    how = None if fn is ddp_all_reduce else _watched(fn, model)
                     results[kind, key] = (_gradients(model), how)
                 except (Exception, SystemExit) as error:  # noqa: BLE001 (sent back as it is)
-                    failure = Failure(type(error).__name__, str(error), _collective(error),
-                                      _raised_by_course(error))
-                    results.update({(k, key): failure for k in args.kinds})
+                    where = [f.f_code for f, _ in traceback.walk_tb(error.__traceback__)]
+                    called = [c.co_name for c in where if c.co_filename == distributed_c10d.__file__
+                              and not c.co_name.startswith("_") and c.co_name != "wrapper"]
+                    failure = Failure(type(error).__name__, str(error), next(iter(called), None),
+                                      _raised_by_course(error),
+                                      any(p.grad is None for p in model.parameters()))
+                    results.update({(k, key): failure for k in args.kinds[i:]})
                     break  # the other rank may be waiting in a collective: not another one
     finally:
         torch.save(results, Path(args.folder) / f"rank{rank}.pt")
 
 
-_KNOWN = {}  # function -> its results in both processes: the reference's and the variants'
-
-
-def _key(fn) -> str:
-    return "ddp" if fn is ddp_all_reduce else f"{fn.__module__}.{fn.__qualname__}"
-
-
 def _run(functions: dict) -> list:
-    """``{key: function}`` -> ``[rank 0's results, rank 1's]`` from :func:`_gradients_job`,
-    within ``CHECK_TIMEOUT`` seconds (a rank still running then is a TimeoutError)."""
+    """``{key: function}`` -> ``[rank 0's results, rank 1's]``, within ``CHECK_TIMEOUT`` s."""
     with tempfile.TemporaryDirectory() as folder:
         files = [Path(folder) / f"rank{r}.pt" for r in (0, 1)]
+        sent = {key: _portable(fn) for key, fn in functions.items()}
         try:
-            spawn(2, Namespace(threads=1, kinds=list(KINDS), folder=folder,
-                               ddp="ddp" in functions,
-                               functions={key: _portable(fn) for key, fn in functions.items()
-                                          if key != "ddp"}),
+            spawn(2, Namespace(threads=1, kinds=list(KINDS), folder=folder, functions=sent),
                   _gradients_job, timeout=CHECK_TIMEOUT, group_timeout=COLLECTIVE_TIMEOUT)
         except TimeoutError:
             if "yours" not in functions:
@@ -246,21 +235,20 @@ def _run(functions: dict) -> list:
         return [torch.load(file, weights_only=False) for file in files]
 
 
-_PENDING = {}  # the learner's last function -> the outcomes of its cases not yet asked for
+_KNOWN, _PENDING = {}, {}  # known key -> results; the learner's last function -> its outcomes
 
 
 def _results(fn, kind: str) -> list:
-    """Both ranks' results for ``fn`` on the model ``kind``: the reference and the variants are
-    run together, once; a learner's function once per check (its first case runs them all),
-    and what stopped its processes (a TimeoutError, ...) is the outcome of each case."""
-    known = [ddp_all_reduce, average_gradients,
-             *(p.variant for p in EXERCISES["average_gradients"].pitfalls)]
-    if fn in known:
-        if fn not in _KNOWN:
-            ranks = _run({_key(f): f for f in known})
-            for f in known:
-                _KNOWN[f] = [{k: r[k, _key(f)] for k in KINDS} for r in ranks]
-        return [by_kind[kind] for by_kind in _KNOWN[fn]]
+    """Both ranks' results for ``fn`` on model ``kind``. The known functions run together,
+    once; a learner's once per check (its first case runs them all): what stopped its
+    processes (a TimeoutError, ...) is then the outcome of each case."""
+    known = _known()
+    key = next((k for k, f in known.items() if f is fn), None)
+    if key is not None:
+        if key not in _KNOWN:
+            ranks = _run(known)
+            _KNOWN.update({k: [{c: r[c, k] for c in KINDS} for r in ranks] for k in known})
+        return [by_kind[kind] for by_kind in _KNOWN[key]]
     if kind not in _PENDING.get(fn, {}):
         _PENDING.clear()
         try:
@@ -275,10 +263,8 @@ def _results(fn, kind: str) -> list:
 
 
 def _error(outcomes: list) -> BaseException | None:
-    """What to report when a rank's function raised: the learner's own error as it was raised
-    (a NameError, ...), before the error of a rank left waiting in a collective (which only
-    follows from it); and when a rank waited in a collective that the other rank returned
-    without joining, that, in words."""
+    """The learner's own error (a NameError, ...) before that of a rank left waiting in a
+    collective; a rank that waited for one that returned without joining, in words."""
     failures = {r: o for r, o in enumerate(outcomes) if isinstance(o, Failure)}
     own = [f for f in failures.values() if f.collective is None]
     if own or not failures:
@@ -296,8 +282,8 @@ def _error(outcomes: list) -> BaseException | None:
 
 @dataclass(frozen=True)
 class AllReduceCase(Case):
-    """Both ranks' gradients ``(2, n)`` after one step of the model ``kind`` and the learner's
-    function (one pair of processes runs every case of a function at once)."""
+    """Both ranks' gradients ``(2, n)`` after one step of the model ``kind`` and the function;
+    ``.how``: what the functions did (:func:`_watched`), for the pitfalls' ``shows``."""
 
     kind: str = "transformer"
 
@@ -310,203 +296,114 @@ class AllReduceCase(Case):
             raise error
         gradients = torch.stack([grads for grads, _ in outcomes])
         hows = [how for _, how in outcomes if how is not None]
-        if hows:  # what both ranks' functions did, for the pitfalls' ``shows``
+        if hows:
             gradients.how = {"reduced": set().union(*(h["reduced"] for h in hows)),
                              "returned": any(h["returned"] for h in hows),
                              "unchanged": all(h["unchanged"] for h in hows)}
         return gradients
 
 
-def _did(test):
-    """A pitfall's ``shows``: ``test`` holds for what the learner's function did in every case
-    (recorded by :func:`_watched`)."""
-    def shows(outcomes):
-        return all(hasattr(o, "how") and test(o.how) for o in outcomes)
-    return shows
+def _left(test):  # shows: every p.grad left as it was and none all-reduced, and ``test(how)``
+    return lambda outcomes: all(hasattr(o, "how") and o.how["unchanged"] and "grad" not in
+                                o.how["reduced"] and test(o.how) for o in outcomes)
 
 
-def _left(test):  # every p.grad left as it was, and test
-    return _did(lambda how: how["unchanged"] and "grad" not in how["reduced"] and test(how))
+def _frozen_failed(outcomes) -> bool:  # right until the frozen model, whose None grad broke it
+    *others, frozen = outcomes
+    return (isinstance(frozen, Raised) and getattr(frozen.error, "none_grad", False)
+            and not any(isinstance(o, Raised) for o in others))
 
 
-def _summed(model):  # S5: all_reduce adds, and nothing divides
-    for p in model.parameters():
-        if p.grad is not None:
-            dist.all_reduce(p.grad)
-
-
-def _divided_only(model):  # no all-reduce: this rank's gradient, halved
-    for p in model.parameters():
-        if p.grad is not None:
-            p.grad /= dist.get_world_size()
-
-
-def _weights_reduced(model):  # the weights averaged, not the gradients
-    for p in model.parameters():
-        dist.all_reduce(p.data)
-        p.data /= dist.get_world_size()
-
-
-def _averages_returned(model):  # the average computed in new tensors and returned
-    averages = []
-    for p in model.parameters():
-        if p.grad is not None:
-            total = p.grad.clone()
-            dist.all_reduce(total)
-            averages.append(total / dist.get_world_size())
-    return averages
-
-
-def _copy_reduced(model):  # a copy all-reduced, p.grad left as it was
-    for p in model.parameters():
-        if p.grad is not None:
-            grad = p.grad.clone()
-            dist.all_reduce(grad)
-            grad /= dist.get_world_size()
-
-
-def _nothing_stored(model):  # the result of each division dropped
-    for p in model.parameters():
-        if p.grad is not None:
-            p.grad / dist.get_world_size()
-
-
-# ----------------------------------------------------------------------------------------------
-# rank_batch: which items of the shared order rank r trains on at a step
-# ----------------------------------------------------------------------------------------------
-
-def rank_batch(order: torch.Tensor, step: int, rank: int, world_size: int,
-               batch_size: int) -> torch.Tensor:
-    """Rank ``rank``'s items at step ``step`` (from 0), dealt as ``DistributedSampler`` deals.
-
-    ``order``: the epoch's permutation of the dataset's indices, the same on every rank (same
-    seed). Step s uses the block ``order[s*B : (s+1)*B]`` of the global batch B, dealt out in
-    turn: rank r gets the block's items r, r + W, r + 2W, ... (B / W of them).
-    """
-    start = step * batch_size  # the global batch advances by B every step
-    return order[start + rank:start + batch_size:world_size]
-
-
-def _rank_batch_cases(gen: torch.Generator) -> list:
-    def order(n):
-        return torch.randperm(n, generator=gen)
-
-    return [Case("rank 0 of 2, step 0, B = 8", (order(40), 0, 0, 2, 8)),
-            Case("rank 1 of 2, step 3, B = 8", (order(40), 3, 1, 2, 8)),
-            Case("rank 2 of 4, step 2, B = 12", (order(60), 2, 2, 4, 12)),
-            Case("rank 0 of 1 (one process), step 1, B = 6", (order(20), 1, 0, 1, 6))]
-
-
+EVERY, SUM = ("if p.grad is not None:", "if True:"), "dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)"
+DIVIDE, COPY = "p.grad /= world_size", "grad = p.grad.clone()\n            dist.all_reduce(grad)"
+LEFT = {  # slips that leave every p.grad as it was, told apart by what they did (shows)
+    "the weights all-reduced": slip(average_gradients, (SUM, "dist.all_reduce(p.data)"),
+                                    (DIVIDE, "p.data /= world_size")),
+    "the averages returned": slip(
+        average_gradients, ("world_size = ", "averages = []\n    world_size = "), (SUM, COPY),
+        (DIVIDE, "averages.append(grad / world_size)\n    return averages")),
+    "a copy all-reduced": slip(average_gradients, (SUM, COPY), (DIVIDE, "grad /= world_size")),
+    "nothing changed": slip(average_gradients, (SUM, "pass"), (DIVIDE, "p.grad / world_size")),
+}
+FROZEN = ("a frozen parameter (requires_grad=False) gets no gradient: its p.grad is None, and "
+          "neither dist.all_reduce nor a division takes None. Skip it, `if p.grad is not None:`, "
+          "as DDP does.")
+SAME = "start + rank:start + batch_size:world_size"
 EXERCISES: dict[str, Exercise] = {
-    "rank_loss": Exercise(
-        reference=rank_loss,
-        make_cases=_rank_loss_cases,
-        sources=(rank_loss,),
-        outputs=("loss",),
-        pitfalls=(
-            Pitfall("S1", "the rank's own mean",
-                    lambda loss, mask, n, w: loss.masked_fill(~mask, 0).sum() / mask.sum(),
-                    "that is the mean over THIS rank's tokens: averaged by DDP it becomes a "
-                    "mean of means, which weighs a token of a rank with fewer tokens more. "
-                    "Divide the rank's sum by the tokens of the whole global batch "
-                    "(global_tokens), then undo DDP's averaging."),
-            Pitfall("S2", "DDP's average forgotten",
-                    lambda loss, mask, n, w: loss.masked_fill(~mask, 0).sum() / n,
-                    "right for one process, but DDP AVERAGES the gradients of the W ranks, so "
-                    "this gradient ends up W times too small: multiply by world_size."),
-            Pitfall(None, "padding counted",
-                    lambda loss, mask, n, w: loss.sum() * w / n,
-                    "the padded positions have losses too (the model still predicts there): "
-                    "keep only the real tokens, where mask is True."),
-            Pitfall("S1", "the rank's own mean, times W",
-                    lambda loss, mask, n, w: loss[mask].mean() * w,
-                    "that is W times the mean over THIS rank's tokens: averaged by DDP it is "
-                    "still a mean of means. Divide the rank's SUM by global_tokens, the real "
-                    "tokens of the whole global batch, then multiply by world_size."),
-            Pitfall(None, "divided by W",
-                    lambda loss, mask, n, w: loss[mask].sum() / (n * w),
-                    "DDP divides the sum of the ranks' gradients by W; to undo it, MULTIPLY "
-                    "by world_size: W * S_r / N."),
-            Pitfall(None, "not divided by N",
-                    lambda loss, mask, n, w: loss[mask].sum() * w,
-                    "divide by global_tokens (N): one process minimises the MEAN over the "
-                    "global batch's real tokens, W S_r / N."),
-            Pitfall(None, "a mean over every position",
-                    lambda loss, mask, n, w: (loss * mask).mean() * w,
-                    "(loss * mask).mean() divides by every position, padding included: sum "
-                    "the real tokens' losses and divide by global_tokens."),
-        ),
+    "rank_batch": exercise(
+        rank_batch, _rank_batch_cases, "items",
+        ("S3", "every rank takes the whole block", (SAME, "start:start + batch_size"), None),
+        ("S3", "the rank ignored", ("start + rank:", "start:"), None),
+        ("S3", "every rank the first piece", (SAME, "start:start + batch_size // world_size"),
+         None),
+        ("S4", "steps advanced by the rank's share",
+         ("step * batch_size", "step * (batch_size // world_size)"), None),
+        (None, "the step ignored", ("step * batch_size", "0"),
+         "step s uses the block order[s * B:(s + 1) * B]: move the start on by the global batch "
+         "B at every step."),
+        (None, "the end not moved with the step", ("start + batch_size:", "batch_size:"),
+         "the block of step s ENDS at (s + 1) * B, not at B: move both ends of the slice with "
+         "the step."),
+        (None, "contiguous pieces", (SAME, "start + rank * (batch_size // world_size):"
+                                            "start + (rank + 1) * (batch_size // world_size)"),
+         "your pieces do split the block between the ranks (a valid split), but not as "
+         "DistributedSampler deals: round-robin, rank r takes items r, r + W, r + 2W, ... of the "
+         "block.", _ranks_differ),
+    ),
+    "rank_loss": exercise(
+        rank_loss, _rank_loss_cases, "loss",
+        ("S1", "the rank's own mean", ("* world_size / global_tokens", "/ mask.sum()"), None),
+        ("S2", "DDP's average forgotten", ("* world_size / global_tokens", "/ global_tokens"),
+         None),
+        (None, "padding counted", (".masked_fill(~mask, 0.0)", ""),
+         "the padded positions have losses too (the model still predicts there): keep only the "
+         "real tokens, where mask is True."),
+        ("S1", "the rank's own mean, times W", ("/ global_tokens", "/ mask.sum()"), None),
+        (None, "divided by W", ("* world_size / global_tokens", "/ (global_tokens * world_size)"),
+         "DDP divides the sum of the ranks' gradients by W; to undo it, MULTIPLY by world_size: "
+         "W * S_r / N."),
+        (None, "not divided by N", (" / global_tokens", ""),
+         "divide by global_tokens (N): one process minimises the MEAN over the global batch's "
+         "real tokens, W S_r / N."),
+        (None, "a mean over every position", ("/ global_tokens", "/ mask.numel()"),
+         "(loss * mask).mean() divides by every position, padding included: sum the real "
+         "tokens' losses and divide by global_tokens."),
     ),
     "average_gradients": Exercise(
-        reference=ddp_all_reduce,
+        reference=ddp_all_reduce, sources=(average_gradients,), outputs=("gradients",),
         make_cases=lambda gen: [AllReduceCase(label, kind=kind) for kind, label in KINDS.items()],
-        sources=(average_gradients,),
-        outputs=("gradients",),
         time_limit=120,  # two new processes, each importing torch
         pitfalls=(
-            Pitfall("S5", "summed, not averaged", _summed,
-                    "dist.all_reduce ADDS the tensors of all ranks (its default op is SUM): "
-                    "divide by the world size, dist.get_world_size(), to get DDP's average."),
-            Pitfall(None, "no all-reduce", _divided_only,
-                    "dist.all_reduce(tensor) replaces the tensor, in place on every rank, by "
-                    "the sum over the ranks; without it each rank keeps the gradient of its "
-                    "own pairs only."),
-            Pitfall(None, "the weights all-reduced", _weights_reduced,
-                    "you all-reduced the weights (p or p.data), so every p.grad is still its "
-                    "rank's own gradient: all-reduce the gradients, p.grad. The weights are the "
-                    "same on every rank already; the gradients differ (each rank saw its own "
-                    "pairs).", shows=_left(lambda how: "weight" in how["reduced"])),
-            Pitfall(None, "the averages returned", _averages_returned,
-                    "every p.grad is still its rank's own gradient: you returned the averages, "
-                    "but the optimizer (and check) read p.grad, and what the function returns "
-                    "is dropped. Average in place: dist.all_reduce(p.grad), then "
-                    "p.grad /= dist.get_world_size().",
-                    shows=_left(lambda how: how["returned"])),
-            Pitfall(None, "a copy all-reduced", _copy_reduced,
-                    "every p.grad is still its rank's own gradient: dist.all_reduce changes "
-                    "the tensor you give it, and you gave it a copy (p.grad.clone(), a "
-                    "torch.cat, ...). All-reduce p.grad itself, or copy the result back with "
-                    "p.grad.copy_(...).", shows=_left(lambda how: "other" in how["reduced"])),
-            Pitfall(None, "nothing changed", _nothing_stored,
-                    "your function changed no gradient: every p.grad is still its rank's own. "
-                    "It must call dist.all_reduce(p.grad) (in place: it returns nothing to "
-                    "keep) and divide in place, p.grad /= dist.get_world_size(); p.grad / W "
-                    "alone makes a new tensor that is dropped.",
-                    shows=_left(lambda how: not how["reduced"] and not how["returned"])),
-        ),
-    ),
-    "rank_batch": Exercise(
-        reference=rank_batch,
-        make_cases=_rank_batch_cases,
-        sources=(rank_batch,),
-        outputs=("items",),
-        pitfalls=(
-            Pitfall("S3", "every rank takes the whole batch",
-                    lambda o, s, r, w, b: o[s * b:(s + 1) * b],
-                    "every rank got the whole global batch: the W copies train on the same "
-                    "pairs and the run is no faster than one process (what happens without a "
-                    "DistributedSampler). Rank r takes every W-th item of the block, from r."),
-            Pitfall("S4", "steps advanced by the rank's share",
-                    lambda o, s, r, w, b: o[s * (b // w) + r:s * (b // w) + b:w],
-                    "step s starts at s * (B / W): a step overlaps the one before, so pairs are "
-                    "seen twice and others never. The global batch B moves on by B every step."),
-            Pitfall(None, "the step ignored",
-                    lambda o, s, r, w, b: o[r:b:w],
-                    "step s uses the block order[s * B:(s + 1) * B]: move the start on by the "
-                    "global batch B at every step."),
-            Pitfall(None, "the rank ignored",
-                    lambda o, s, r, w, b: o[s * b:(s + 1) * b:w],
-                    "every rank took the same items: rank r starts at item r of the block, "
-                    "order[s * B + r:(s + 1) * B:W]."),
-            Pitfall(None, "the end not moved with the step",
-                    lambda o, s, r, w, b: o[s * b + r:b:w],
-                    "the block of step s ENDS at (s + 1) * B, not at B: move both ends of the "
-                    "slice with the step."),
-            Pitfall(None, "contiguous pieces",
-                    lambda o, s, r, w, b: o[s * b + r * (b // w):s * b + (r + 1) * (b // w)],
-                    "your pieces do split the block between the ranks (a valid split), but not "
-                    "as DistributedSampler deals: round-robin, rank r takes items r, r + W, "
-                    "r + 2W, ... of the block."),
+            Pitfall("S5", "summed, not averaged",
+                    slip(average_gradients, ("p.grad /= world_size", "pass"))),
+            Pitfall(None, "no all-reduce", slip(average_gradients, (SUM, "pass")),
+                    "dist.all_reduce(tensor) replaces the tensor, in place on every rank, by the "
+                    "sum over the ranks; without it each rank keeps the gradient of its own "
+                    "pairs only."),
+            Pitfall(None, "None all-reduced", slip(average_gradients, EVERY), FROZEN,
+                    shows=_frozen_failed),
+            Pitfall(None, "None divided", slip(average_gradients, EVERY, (
+                SUM, "p.grad.div_(world_size)\n            dist.all_reduce(p.grad)"),
+                ("p.grad /= world_size", "pass")), FROZEN, shows=_frozen_failed),
+            *(Pitfall(None, name, LEFT[name], hint, shows=_left(test)) for name, test, hint in (
+                ("the weights all-reduced", lambda how: "weight" in how["reduced"],
+                 "you all-reduced the weights (p or p.data), so every p.grad is still its rank's "
+                 "own gradient: all-reduce the gradients, p.grad. The weights are the same on "
+                 "every rank already; the gradients differ (each rank saw its own pairs)."),
+                ("the averages returned", lambda how: how["returned"],
+                 "every p.grad is still its rank's own gradient: you returned the averages, but "
+                 "the optimizer (and check) read p.grad, and what the function returns is "
+                 "dropped. Average in place: dist.all_reduce(p.grad), then "
+                 "p.grad /= dist.get_world_size()."),
+                ("a copy all-reduced", lambda how: "other" in how["reduced"],
+                 "every p.grad is still its rank's own gradient: dist.all_reduce changes the "
+                 "tensor you give it, and you gave it a copy (p.grad.clone(), a torch.cat, ...). "
+                 "All-reduce p.grad itself, or copy the result back with p.grad.copy_(...)."),
+                ("nothing changed", lambda how: not how["reduced"] and not how["returned"],
+                 "your function changed no gradient: every p.grad is still its rank's own. It "
+                 "must call dist.all_reduce(p.grad) (in place: it returns nothing to keep) and "
+                 "divide in place, p.grad /= dist.get_world_size(); p.grad / W alone makes a new "
+                 "tensor that is dropped."))),
         ),
     ),
 }

@@ -1,58 +1,40 @@
 """Figures for the notebooks. Functions here only draw: arguments in, ``matplotlib`` figure out.
 
-In a notebook::
-
-    from helpers.figures import attention_heatmap, mask_heatmap
-
-The package:
-
-- ``style``: the course's look in one place: the palette (blue weights, one grey for a blocked
-  cell, orange for what a figure points at), one array converter, one heatmap, one boolean grid,
-  one loss-curve helper;
-- ``maps``: attention maps and masks, drawn in many notebooks;
-- ``nb00_overview`` ... ``nb15_pretrained``: the figures of one notebook each.
-
-A module is imported only when one of its figures is first asked for (``FIGURES`` says which
-module holds which figure), so a notebook loads only its own figures. No model code lives here:
-the numbers a figure shows come from ``helpers`` (the mask explorer's from
-``helpers.masks.mask_explorer_data``). Every function is tested without widgets in
-``tests/figures``.
+``style`` holds the course's look (the palette, one heatmap, one boolean grid, one loss-curve
+helper), ``maps`` the attention maps and masks drawn in many notebooks, and ``nb00_overview`` ...
+``nb15_pretrained`` the figures of one notebook each. A module is imported only when one of its
+figures is first asked for (``FIGURES`` says which module holds which figure). No model code
+lives here; every function is tested without widgets in ``tests/figures``.
 """
 
 import importlib
 
-# figure -> the module of helpers/figures that draws it
-FIGURES = {
-    "attention_heatmap": "maps", "masked_attention_heatmap": "maps", "attention_heads": "maps",
-    "attention_grid_figure": "maps", "mask_heatmap": "maps", "plot_bool_masks": "maps",
-    "architecture_figure": "nb00_overview", "recurrence_vs_attention_figure": "nb00_overview",
-    "SATURATION_D_K": "nb01_attention", "softmax_saturation_data": "nb01_attention",
-    "softmax_saturation_figure": "nb01_attention",
-    "plot_positional_encoding": "nb02_positional", "plot_pe_wavelengths": "nb02_positional",
-    "plot_pe_similarity": "nb02_positional", "plot_pe_rotation": "nb02_positional",
-    "head_split_figure": "nb03_heads",
-    "layer_norm_rows_figure": "nb04_add_norm", "gradient_norms_figure": "nb04_add_norm",
-    "post_vs_pre_norm_figure": "nb04_add_norm", "norm_placement_figure": "nb04_add_norm",
-    "training_curves_figure": "nb04_add_norm",
-    "embedding_scale_figure": "nb05_encoder",
-    "mask_explorer_figure": "nb06_masks",
-    "decoder_step_figure": "nb07_decoder", "decoder_loss_curves_figure": "nb07_decoder",
-    "next_token_probabilities_figure": "nb08_model", "parameter_breakdown_figure": "nb08_model",
-    "sentence_length_figure": "nb09_training", "batch_tokens_figure": "nb09_training",
-    "label_smoothing_figure": "nb09_training", "per_position_loss_figure": "nb09_training",
-    "lr_schedule_figure": "nb09_training", "training_loss_figure": "nb09_training",
-    "LiveLoss": "nb09_training",
-    "beam_tree_figure": "nb10_decoding",
-    "attention_explorer_figure": "nb11_inspecting", "alignment_accuracy_figure": "nb11_inspecting",
-    "decoder_only_figure": "nb12_gpt", "next_token_figure": "nb12_gpt",
-    "ablation_figure": "nb12_gpt", "gpt_training_figure": "nb12_gpt",
-    "gpt_attention_figure": "nb12_gpt", "rope_figure": "nb12_gpt",
-    "sharding_figure": "nb13_scaling", "distributed_loss_figure": "nb13_scaling",
-    "data_parallel_figure": "nb13_scaling", "fsdp_figure": "nb13_scaling",
-    "pieces_figure": "nb14_tokens", "merges_figure": "nb14_tokens",
-    "vocab_tradeoff_figure": "nb14_tokens",
-    "positional_layouts_figure": "nb15_pretrained", "activation_figure": "nb15_pretrained",
+_BY_MODULE = {
+    "maps": "attention_heatmap masked_attention_heatmap attention_heads attention_grid_figure "
+            "mask_heatmap plot_bool_masks",
+    "nb00_overview": "architecture_figure recurrence_vs_attention_figure",
+    "nb01_attention": "SATURATION_D_K softmax_saturation_data softmax_saturation_figure",
+    "nb02_positional": "plot_positional_encoding plot_pe_wavelengths plot_pe_similarity "
+                       "plot_pe_rotation",
+    "nb03_heads": "head_split_figure",
+    "nb04_add_norm": "layer_norm_rows_figure gradient_norms_figure post_vs_pre_norm_figure "
+                     "norm_placement_figure training_curves_figure",
+    "nb05_encoder": "embedding_scale_figure",
+    "nb06_masks": "mask_explorer_figure",
+    "nb07_decoder": "decoder_step_figure decoder_loss_curves_figure",
+    "nb08_model": "next_token_probabilities_figure parameter_breakdown_figure",
+    "nb09_training": "sentence_length_figure batch_tokens_figure label_smoothing_figure "
+                     "per_position_loss_figure lr_schedule_figure training_loss_figure LiveLoss",
+    "nb10_decoding": "beam_tree_figure",
+    "nb11_inspecting": "attention_explorer_figure alignment_accuracy_figure",
+    "nb12_gpt": "decoder_only_figure next_token_figure ablation_figure gpt_training_figure "
+                "gpt_attention_figure rope_figure",
+    "nb13_scaling": "sharding_figure distributed_loss_figure data_parallel_figure fsdp_figure",
+    "nb14_tokens": "pieces_figure merges_figure vocab_tradeoff_figure",
+    "nb15_pretrained": "positional_layouts_figure activation_figure",
 }
+# figure -> the module of helpers/figures that draws it
+FIGURES = {name: module for module, names in _BY_MODULE.items() for name in names.split()}
 
 __all__ = sorted(FIGURES)
 

@@ -12,18 +12,17 @@ from .style import MASK_COLOURS, as_array, bool_grid, heatmap, legend_patches, n
 
 
 def _axis_names(ax, x_labels, y_labels):
-    ax.set_xlabel("key" if x_labels is not None else "key position")
-    ax.set_ylabel("query" if y_labels is not None else "query position")
+    ax.set(xlabel="key" if x_labels is not None else "key position",
+           ylabel="query" if y_labels is not None else "query position")
 
 
 def attention_heatmap(weights, x_labels=None, y_labels=None, title=None, ax=None, vmax=1.0,
                       blocked=None):
     """Attention weights ``(Lq, Lk)`` as a heatmap: row i shows what query i looks at.
 
-    Values are printed in the cells when the map is at most 8 x 8. The colour scale is fixed
-    to [0, 1] so maps can be compared; ``vmax=None`` stretches it to the largest weight
-    (useful for long sequences, where every weight is small). Cells where ``blocked`` is True
-    are grey.
+    Values are printed in maps of at most 8 x 8. ``vmax=None`` stretches the colour scale from
+    [0, 1] to the largest weight (long sequences, where every weight is small). Cells where
+    ``blocked`` is True are grey.
     """
     weights = as_array(weights, "weights", ndim=2)
     if ax is None:
@@ -32,8 +31,7 @@ def attention_heatmap(weights, x_labels=None, y_labels=None, title=None, ax=None
     image = heatmap(ax, weights, x_labels, y_labels, vmax=top if top > 0 else 1.0,
                     blocked=blocked, annotate=max(weights.shape) <= 8)
     _axis_names(ax, x_labels, y_labels)
-    if title:
-        ax.set_title(title)
+    ax.set_title(title)
     ax.figure.colorbar(image, ax=ax, label="attention weight", shrink=0.9)
     return ax.figure
 
@@ -86,9 +84,8 @@ def attention_heads(weights, x_labels=None, y_labels=None, titles=None, max_cols
 def attention_grid_figure(weights, x_labels, y_labels, title=None, blocked=None):
     """Every layer (rows) and head (columns) of one kind of attention for one sentence.
 
-    ``weights`` is ``(num_layers, num_heads, Lq, Lk)``; keys on the x axis, queries on the
-    y axis; one shared colour scale [0, 1]; cells where ``blocked`` ``(Lq, Lk)`` is True (a
-    mask's hidden keys, such as padding or the decoder's future) are grey.
+    ``weights`` is ``(num_layers, num_heads, Lq, Lk)``, drawn on one colour scale [0, 1]; cells
+    where ``blocked`` ``(Lq, Lk)`` is True (padding, the decoder's future) are grey.
     """
     w = as_array(weights, "weights", ndim=4, hint=" = (num_layers, num_heads, Lq, Lk)")
     num_layers, num_heads, Lq, Lk = w.shape
@@ -123,7 +120,7 @@ def mask_heatmap(mask, x_labels=None, y_labels=None, title=None):
     return fig
 
 
-def plot_bool_masks(masks, titles=None, row_labels=None, column_labels=None):
+def plot_bool_masks(masks, titles=None, row_labels=None):
     """Boolean masks side by side, each cell showing 1 (may attend) or 0 (blocked).
 
     ``masks`` is a list of 2-D masks (tensors or arrays, rows = queries, columns = keys); they
@@ -140,7 +137,7 @@ def plot_bool_masks(masks, titles=None, row_labels=None, column_labels=None):
                              gridspec_kw={"width_ratios": [g.shape[1] for g in grids]})
     for ax, grid, title in zip(axes[0], grids, titles, strict=True):
         rows = row_labels if row_labels is not None and len(row_labels) == grid.shape[0] else None
-        bool_grid(ax, grid, rows, column_labels if grid.shape[1] == widest else None, title)
+        bool_grid(ax, grid, rows, None, title)
         ax.set_xlabel("key (column)")
     axes[0][0].set_ylabel("query (row)")
     fig.tight_layout()

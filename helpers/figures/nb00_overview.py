@@ -106,15 +106,11 @@ def _arch_stack_frame(ax, x, y0, y1, side, name, tag):
 
 
 def architecture_figure():
-    """The encoder-decoder Transformer at a glance, after Figure 1 of Vaswani et al. (2017).
-
-    Redrawn for the course: one colour per kind of block, residual paths drawn as side
-    branches, and each block tagged with the number of the notebook that teaches it.
-    """
+    """The encoder-decoder Transformer after Figure 1 of Vaswani et al. (2017), redrawn: one
+    colour per kind of block, residual paths as side branches, each block tagged with the
+    number of the notebook that teaches it."""
     fig, ax = plt.subplots(figsize=(11.0, 11.0))
-    ax.set_xlim(-0.2, 13.2)
-    ax.set_ylim(-0.6, 14.4)
-    ax.set_aspect("equal")
+    ax.set(xlim=(-0.2, 13.2), ylim=(-0.6, 14.4), aspect="equal")
     ax.axis("off")
     xe, xd = 3.4, 9.2  # centres of the encoder and decoder columns
 
@@ -147,10 +143,9 @@ def architecture_figure():
             fontsize=9, style="italic", color=MUTED)
 
     # output layer
-    _arch_arrow(ax, (xd, 9.55), (xd, 10.4))
-    _arch_box(ax, xd, 10.7, 3.0, 0.6, "linear", "output layer", "08", xd - 2.05)
-    _arch_arrow(ax, (xd, 11.0), (xd, 11.5))
-    _arch_box(ax, xd, 11.8, 3.0, 0.6, "softmax", "output layer", "08", xd - 2.05)
+    _arch_column(ax, xd, [(10.7, 0.6, "linear", "output layer", "08", None),
+                          (11.8, 0.6, "softmax", "output layer", "08", None)],
+                 side=1, tag_x=xd - 2.05, start_y=9.55)
     _arch_arrow(ax, (xd, 12.1), (xd, 12.55))
     ax.text(xd, 12.85, "output probabilities (next target token)", ha="center", va="center",
             fontsize=10.5)
@@ -182,8 +177,7 @@ def recurrence_vs_attention_figure(n: int = 6):
     xs = np.arange(n)
     highlight, plain = HIGHLIGHT, FAINT
     for ax in (ax_rnn, ax_att):
-        ax.set_xlim(-0.6, n - 0.4)
-        ax.set_ylim(-0.55, 1.6)
+        ax.set(xlim=(-0.6, n - 0.4), ylim=(-0.55, 1.6))
         ax.axis("off")
         for x in xs:
             ax.text(x, 0, f"$x_{{{x + 1}}}$", ha="center", va="center", fontsize=11,

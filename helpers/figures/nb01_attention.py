@@ -16,39 +16,39 @@ def _softmax(scores):
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def softmax_saturation_data(d_k, num_keys=10, num_queries=300, seed=0):
+def softmax_saturation_data(d_k, num_keys=10, seed=0):
     """The numbers behind :func:`softmax_saturation_figure`, from random unit-variance q and k.
 
     Returns a dict with "unscaled" and "scaled": one query's softmax weights over ``num_keys``
     keys, sorted from largest to smallest, without and with the division by sqrt(d_k); "grid":
     the d_k values of the right panel; "max_unscaled" and "max_scaled": for each d_k in the grid,
-    the largest weight of a row, averaged over ``num_queries`` random queries.
+    the largest weight of a row, averaged over 300 random queries.
     """
     rng = np.random.default_rng(seed)
     q, k = rng.standard_normal(d_k), rng.standard_normal((num_keys, d_k))
     scores = k @ q  # (num_keys,), variance d_k
     data = {"unscaled": np.sort(_softmax(scores))[::-1],
             "scaled": np.sort(_softmax(scores / np.sqrt(d_k)))[::-1],
-            "grid": np.array(SATURATION_D_K), "max_unscaled": [], "max_scaled": []}
+            "grid": np.array(SATURATION_D_K)}
     curve_rng = np.random.default_rng(seed + 1)  # its own stream: the curves never move with d_k
+    largest = []  # per d_k: the mean largest weight, unscaled and scaled
     for n in SATURATION_D_K:
-        qs = curve_rng.standard_normal((num_queries, 1, n))
-        ks = curve_rng.standard_normal((num_queries, num_keys, n))
-        s = (qs * ks).sum(axis=-1)  # (num_queries, num_keys)
-        data["max_unscaled"].append(_softmax(s).max(axis=-1).mean())
-        data["max_scaled"].append(_softmax(s / np.sqrt(n)).max(axis=-1).mean())
-    data["max_unscaled"] = np.array(data["max_unscaled"])
-    data["max_scaled"] = np.array(data["max_scaled"])
+        qs = curve_rng.standard_normal((300, 1, n))
+        ks = curve_rng.standard_normal((300, num_keys, n))
+        s = (qs * ks).sum(axis=-1)  # (300 queries, num_keys)
+        largest.append([_softmax(s).max(axis=-1).mean(),
+                        _softmax(s / np.sqrt(n)).max(axis=-1).mean()])
+    data["max_unscaled"], data["max_scaled"] = np.array(largest).T
     return data
 
 
-def softmax_saturation_figure(d_k=64, num_keys=10, seed=0):
+def softmax_saturation_figure(d_k=64, num_keys=10):
     """Why attention divides by sqrt(d_k): softmax weights with and without the scale.
 
     Left: one query's weights over ``num_keys`` random keys (sorted) at this ``d_k``.
     Right: the average largest weight of a row as d_k grows; the dashed line marks ``d_k``.
     """
-    data = softmax_saturation_data(d_k, num_keys=num_keys, seed=seed)
+    data = softmax_saturation_data(d_k, num_keys=num_keys)
     unscaled_colour, scaled_colour = CONTRAST
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     ranks = np.arange(1, num_keys + 1)

@@ -9,7 +9,7 @@ from matplotlib.patches import Rectangle
 from .style import SIGNED_CMAP, as_array, integer_axis
 
 
-def plot_positional_encoding(pe, position=None, title=None):
+def plot_positional_encoding(pe, position=None):
     """Heatmap of a ``(positions, d_model)`` encoding table, one row per position.
 
     With ``position``, that row is outlined and drawn below as a vector over the columns
@@ -33,7 +33,8 @@ def plot_positional_encoding(pe, position=None, title=None):
                           interpolation="nearest", extent=(-0.5, d - 0.5, n - 0.5, -0.5))
     fig.colorbar(image, ax=axes, label="PE value", shrink=0.9)
     ax_map.set_ylabel("position p")
-    ax_map.set_title(title or f"sinusoidal positional encoding: {n} positions x d_model = {d}")
+    title = f"sinusoidal positional encoding: {n} positions x d_model = {d}"
+    ax_map.set_title(title)
     if position is None:
         ax_map.set_xlabel("dimension (column of the table)")
         integer_axis(ax_map.xaxis)
@@ -42,8 +43,7 @@ def plot_positional_encoding(pe, position=None, title=None):
                                linewidth=2.5))
     for x, marker in [(-0.5, ">"), (d - 0.5, "<")]:  # arrowheads outside, for long tables
         ax_map.plot([x], [position], marker=marker, color="black", markersize=9, clip_on=False)
-    ax_map.set_title(title or f"sinusoidal positional encoding: {n} positions x d_model = {d}"
-                     f" (outlined: position {position})")
+    ax_map.set_title(f"{title} (outlined: position {position})")
     row, columns = table[position], np.arange(d)
     ax_vec.plot(columns, row, color="0.7", linewidth=1, zorder=1)
     ax_vec.scatter(columns[0::2], row[0::2], s=18, color="tab:orange", zorder=2,
@@ -51,11 +51,9 @@ def plot_positional_encoding(pe, position=None, title=None):
     ax_vec.scatter(columns[1::2], row[1::2], s=18, color="tab:purple", zorder=2,
                    label="odd columns: cos")
     ax_vec.axhline(0, color="0.85", linewidth=0.8, zorder=0)
-    ax_vec.set_ylim(-1.2, 1.2)
-    ax_vec.set_xlim(-0.5, d - 0.5)
+    ax_vec.set(xlim=(-0.5, d - 0.5), ylim=(-1.2, 1.2), xlabel="dimension (column of the table)",
+               ylabel=f"PE[{position}]")
     integer_axis(ax_vec.xaxis)
-    ax_vec.set_xlabel("dimension (column of the table)")
-    ax_vec.set_ylabel(f"PE[{position}]")
     ax_vec.legend(loc="lower right", fontsize=8, ncol=2, framealpha=0.9)
     return fig
 
@@ -70,10 +68,9 @@ def plot_pe_wavelengths(wavelengths, base):
                label=f"2$\\pi$ = {2 * np.pi:.2f} (pair 0, columns 0 and 1)")
     ax.axhline(2 * np.pi * base, color="tab:red", linestyle="--",
                label=f"2$\\pi$ x base = {2 * np.pi * base:,.0f} (never quite reached)")
-    ax.set_yscale("log")
-    ax.set_xlabel("pair index i (columns 2i and 2i+1)")
-    ax.set_ylabel("wavelength (positions)")
-    ax.set_title(f"Each pair turns at its own speed (base = {base:g}, d_model = {2 * len(lam)})")
+    ax.set(yscale="log", xlabel="pair index i (columns 2i and 2i+1)",
+           ylabel="wavelength (positions)",
+           title=f"Each pair turns at its own speed (base = {base:g}, d_model = {2 * len(lam)})")
     ax.legend(loc="upper left", fontsize=9)
     return fig
 
@@ -94,9 +91,8 @@ def plot_pe_similarity(similarity, anchors, max_offset):
     vmax = np.abs(sim).max()
     image = ax_map.imshow(sim, cmap=SIGNED_CMAP, vmin=-vmax, vmax=vmax, interpolation="nearest")
     fig.colorbar(image, ax=ax_map, label="PE(p) . PE(q)", shrink=0.85)
-    ax_map.set_xlabel("position q")
-    ax_map.set_ylabel("position p")
-    ax_map.set_title("dot product of every pair of positions")
+    ax_map.set(xlabel="position q", ylabel="position p",
+               title="dot product of every pair of positions")
     offsets = np.arange(-max_offset, max_offset + 1)
     styles = ["-", "--", ":", "-."]
     for j, p in enumerate(anchors):
@@ -104,9 +100,8 @@ def plot_pe_similarity(similarity, anchors, max_offset):
         ax_line.plot(offsets, sim[p, p + offsets], linestyle=styles[j % len(styles)],
                      linewidth=3.5 - 0.8 * (j % 3), label=f"p = {p}")
     ax_line.axvline(0, color="0.8", linewidth=0.8, zorder=0)
-    ax_line.set_xlabel("offset k = q - p")
-    ax_line.set_ylabel("PE(p) . PE(p + k)")
-    ax_line.set_title("the same curve for every p, symmetric in k")
+    ax_line.set(xlabel="offset k = q - p", ylabel="PE(p) . PE(p + k)",
+                title="the same curve for every p, symmetric in k")
     ax_line.legend(title="row (black lines, left)", fontsize=9)
     return fig
 
@@ -137,11 +132,8 @@ def plot_pe_rotation(pe, k, starts, pairs=(0, 1)):
                         arrowprops={"arrowstyle": "->", "color": colours(j % 10), "lw": 2})
             ax.text(1.2 * x[p], 1.2 * y[p], f"p={p}", color=colours(j % 10), fontsize=9,
                     ha="center", va="center")
-        ax.set_aspect("equal")
-        ax.set_xlim(-1.35, 1.35)
-        ax.set_ylim(-1.35, 1.35)
-        ax.set_xlabel(f"PE[p, {2 * i}] (sin)")
-        ax.set_ylabel(f"PE[p, {2 * i + 1}] (cos)")
-        ax.set_title(f"pair i = {i}: arrows from p to p + {k}")
+        ax.set(aspect="equal", xlim=(-1.35, 1.35), ylim=(-1.35, 1.35),
+               xlabel=f"PE[p, {2 * i}] (sin)", ylabel=f"PE[p, {2 * i + 1}] (cos)",
+               title=f"pair i = {i}: arrows from p to p + {k}")
     fig.colorbar(points, ax=axes[0].tolist(), label="position p", shrink=0.8)
     return fig

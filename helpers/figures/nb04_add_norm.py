@@ -7,7 +7,7 @@ import numpy as np
 import seaborn as sns
 from matplotlib import patches as mpatches
 
-from .style import BLOCK_COLOURS, NORM_COLOURS, as_array, integer_axis, loss_curves
+from .style import BLOCK_COLOURS, NORM_COLOURS, as_array, integer_axis, loss_curves_figure
 
 
 def layer_norm_rows_figure(before, after, token_labels=None):
@@ -31,8 +31,7 @@ def layer_norm_rows_figure(before, after, token_labels=None):
             ax.scatter(data[i], i + jitter[i], s=22, color=colours[i], zorder=3)
             ax.plot([mean, mean], [i - 0.3, i + 0.3], color="black", linestyle="--", linewidth=1)
         ax.axvline(0, color="grey", linewidth=0.8)
-        ax.set_title(title)
-        ax.set_xlabel("feature value")
+        ax.set(title=title, xlabel="feature value")
     axes[0].set_yticks(range(n), token_labels)
     axes[0].set_ylim(n - 0.5, -0.5)
     axes[1].text(0.99, 0.01, "dashed: mean; shaded: mean ± std", transform=axes[1].transAxes,
@@ -41,15 +40,17 @@ def layer_norm_rows_figure(before, after, token_labels=None):
     return fig
 
 
-def _per_layer_lines(ax, series, ylabel, log=True):
+def _per_layer_lines(ax, series, ylabel, title=None, log=True):
+    """One line per entry of ``series`` (label -> one value per layer); linear axes start at 0."""
     for label, values in series.items():
         values = as_array(values, label, ndim=1)
         ax.plot(np.arange(1, len(values) + 1), values, "o-", markersize=3.5, label=label,
                 color=NORM_COLOURS.get(label))
     if log:
         ax.set_yscale("log")
-    ax.set_xlabel("layer (1 = nearest the input)")
-    ax.set_ylabel(ylabel)
+    else:
+        ax.set_ylim(bottom=0)
+    ax.set(xlabel="layer (1 = nearest the input)", ylabel=ylabel, title=title)
     integer_axis(ax.xaxis, nbins=12)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=9)
@@ -61,9 +62,7 @@ def gradient_norms_figure(norms, title=None):
     ``norms`` maps a label (e.g. "with residual") to a sequence with one value per layer.
     """
     fig, ax = plt.subplots(figsize=(7.5, 4))
-    _per_layer_lines(ax, norms, "‖∂loss/∂W‖ (log scale)")
-    if title:
-        ax.set_title(title)
+    _per_layer_lines(ax, norms, "‖∂loss/∂W‖ (log scale)", title)
     fig.tight_layout()
     return fig
 
@@ -74,12 +73,10 @@ def post_vs_pre_norm_figure(grad_norms, stream_rms):
     Both arguments map "post-norm" / "pre-norm" to one value per layer.
     """
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
-    _per_layer_lines(left, grad_norms, "‖∂loss/∂W₁‖", log=False)
-    left.set_ylim(bottom=0)
-    left.set_title("gradient reaching each layer at initialisation")
-    _per_layer_lines(right, stream_rms, "RMS of x after the layer", log=False)
-    right.set_ylim(bottom=0)
-    right.set_title("size of the residual stream x")
+    _per_layer_lines(left, grad_norms, "‖∂loss/∂W₁‖",
+                     "gradient reaching each layer at initialisation", log=False)
+    _per_layer_lines(right, stream_rms, "RMS of x after the layer", "size of the residual stream x",
+                     log=False)
     fig.tight_layout()
     return fig
 
@@ -106,8 +103,7 @@ def norm_placement_figure():
     fig, axes = plt.subplots(1, 2, figsize=(9, 5.2))
     for ax, pre in zip(axes, (False, True), strict=True):
         ax.set(xlim=(-1.6, 1.6), ylim=(-0.4, 5.4), xticks=[], yticks=[])
-        for side in ax.spines.values():
-            side.set_visible(False)
+        ax.spines[:].set_visible(False)
         ax.text(0, -0.25, "x (input)", ha="center", va="center", fontsize=10)
         if pre:
             steps = [(1.4, "LayerNorm", norm_colour), (2.6, "Sublayer", sub_colour)]
@@ -143,10 +139,5 @@ def norm_placement_figure():
 
 def training_curves_figure(curves, title=None):
     """Training loss per step (log scale), one line per entry of ``curves`` (label -> losses)."""
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    loss_curves(ax, curves, "loss (mean squared error, log scale)", colours=NORM_COLOURS,
-                styles=("-", "-", "--", ":"))
-    if title:
-        ax.set_title(title)
-    fig.tight_layout()
-    return fig
+    return loss_curves_figure(curves, "loss (mean squared error, log scale)", (7.5, 4), title,
+                              colours=NORM_COLOURS, styles=("-", "-", "--", ":"), layout=None)

@@ -25,14 +25,10 @@ def embedding_scale_figure(d_models, series, pe_rms):
     ax.set_yscale("log", base=2)
     low, high = ax.get_ylim()
     ticks = [2.0 ** k for k in range(int(np.floor(np.log2(low))), int(np.ceil(np.log2(high))) + 1)]
-    ax.set_yticks(ticks)
-    ax.set_yticklabels([f"{t:g}" if t >= 1 else f"1/{1 / t:g}" for t in ticks])
-    ax.set_ylim(low, high)
-    ax.set_xticks(d_models)
-    ax.set_xticklabels([str(int(d)) for d in d_models])
-    ax.set_xlabel("d_model")
-    ax.set_ylabel("RMS of one entry (log scale)")
-    ax.set_title("What gets added to the positional encoding: the token's vector")
+    ax.set_yticks(ticks, [f"{t:g}" if t >= 1 else f"1/{1 / t:g}" for t in ticks])
+    ax.set_xticks(d_models, [str(int(d)) for d in d_models])
+    ax.set(ylim=(low, high), xlabel="d_model", ylabel="RMS of one entry (log scale)",
+           title="What gets added to the positional encoding: the token's vector")
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=9, loc="upper left", framealpha=0.95)
     fig.tight_layout()

@@ -35,6 +35,5 @@ def mask_explorer_figure(seq_len=6, pad_len=2, causal=True, seed=0):
     right.set_title(f"attention weights (random q, k, seed {seed})", fontsize=10)
     fig.colorbar(image, ax=right, label="weight (grey: blocked, exactly 0)", shrink=0.8)
     for ax in (left, right):
-        ax.set_xlabel("key (attended to)")
-        ax.set_ylabel("query (attending)")
+        ax.set(xlabel="key (attended to)", ylabel="query (attending)")
     return fig

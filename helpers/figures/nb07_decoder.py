@@ -3,7 +3,7 @@
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch, Rectangle
+from matplotlib.patches import Rectangle
 
 from .style import (
     BLOCKED,
@@ -13,17 +13,11 @@ from .style import (
     WEIGHTS_CMAP,
     as_array,
     cell_lines,
-    loss_curves,
+    legend_patches,
+    loss_curves_figure,
 )
 
 STEP_COLOURS = (BLOCKED, MAY_ATTEND_LIGHT, MAY_ATTEND)  # blocked, may attend (other rows), row t
-
-
-def _decoder_step_grid(t, self_mask):
-    """The self-attention mask as ints: 0 blocked, 1 allowed in another row, 2 allowed in row t."""
-    grid = self_mask.astype(int)
-    grid[t][self_mask[t]] = 2
-    return grid
 
 
 def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
@@ -47,8 +41,9 @@ def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
     fig, (left, right) = plt.subplots(
         1, 2, figsize=(0.6 * (T + S) + 4.6, 0.55 * T + 2.9), layout="constrained",
         gridspec_kw={"width_ratios": [T, S]})  # equal cells in both panels
-    left.imshow(_decoder_step_grid(t, mask), cmap=ListedColormap(STEP_COLOURS), vmin=0, vmax=2,
-                interpolation="nearest")
+    grid = mask.astype(int)  # 0 blocked, 1 allowed in another row, 2 allowed in row t
+    grid[t][mask[t]] = 2
+    left.imshow(grid, cmap=ListedColormap(STEP_COLOURS), vmin=0, vmax=2, interpolation="nearest")
     seen = np.flatnonzero(mask[t])
     visible = "nothing" if seen.size == 0 else ", ".join(str(s) for s in seen)
     left.set_title(f"self-attention mask: position {t} may see {visible}", fontsize=10)
@@ -72,9 +67,8 @@ def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
                                zorder=3, clip_on=False))
         ax.set_xlabel(xlabel)
     left.set_ylabel("decoder position (query)")  # the same rows on the right
-    handles = [Patch(facecolor=colour, edgecolor="grey", label=label) for colour, label in
-               zip(STEP_COLOURS, ("blocked", "may attend (other rows)", f"position {t} may see"),
-                   strict=True)][::-1]
+    labels = ("blocked", "may attend (other rows)", f"position {t} may see")
+    handles = legend_patches(dict(zip(labels, STEP_COLOURS, strict=True)))
     left.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncols=3,
                 fontsize=9, frameon=False, handlelength=1.2, columnspacing=1.0)
     fig.suptitle(f"decoder step t = {t}: the input token at position {t} is "
@@ -84,8 +78,4 @@ def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
 
 def decoder_loss_curves_figure(curves, title=None):
     """Training loss per step on a log scale, one line per entry of ``curves`` (label -> losses)."""
-    fig, ax = plt.subplots(figsize=(7, 3.6), layout="constrained")
-    loss_curves(ax, curves, "cross-entropy loss (log scale)")
-    if title:
-        ax.set_title(title, fontsize=11)
-    return fig
+    return loss_curves_figure(curves, "cross-entropy loss (log scale)", (7, 3.6), title, 11)

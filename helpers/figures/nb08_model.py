@@ -11,10 +11,9 @@ from .style import CONTRAST, INK, WEIGHTS_CMAP, as_array
 def next_token_probabilities_figure(probs, row_labels, vocab_labels, targets=None, title=None):
     """Next-token probabilities ``(T, V)`` as a heatmap: row t is the distribution after position t.
 
-    The colour scale runs from 0 to the largest probability (an untrained model spreads its bets,
-    so every cell would look pale on a [0, 1] scale); each cell shows its value, and a red line on
-    the colour bar marks the uniform guess 1/V. ``targets`` (one vocabulary index per row, or None)
-    draws a black frame around the true next token of each row.
+    Colours run from 0 to the largest probability (an untrained model's cells would all be pale
+    on [0, 1]); a red line on the colour bar marks the uniform guess 1/V. ``targets`` (one
+    vocabulary index per row) frames the true next token of each row.
     """
     p = as_array(probs, "probs")
     if p.ndim != 2 or p.shape != (len(row_labels), len(vocab_labels)):
@@ -28,15 +27,13 @@ def next_token_probabilities_figure(probs, row_labels, vocab_labels, targets=Non
                 color="white" if value > 0.6 * p.max() else "black")
     ax.set_xticks(range(V), vocab_labels, rotation=45, ha="right", rotation_mode="anchor")
     ax.set_yticks(range(T), row_labels)
-    ax.set_xlabel("next token (vocabulary)")
-    ax.set_ylabel("decoder position: input token")
+    ax.set(xlabel="next token (vocabulary)", ylabel="decoder position: input token")
     for row, column in enumerate([] if targets is None else targets):
         ax.add_patch(Rectangle((column - 0.5, row - 0.5), 1, 1, fill=False, edgecolor="black",
                                lw=2.5))
     bar = fig.colorbar(image, ax=ax, label="probability (red line: 1/V)", shrink=0.9)
     bar.ax.axhline(1.0 / V, color=CONTRAST[0], lw=2.5)
-    if title:
-        ax.set_title(title, fontsize=11)
+    ax.set_title(title, fontsize=11)
     return fig
 
 
@@ -70,8 +67,7 @@ def parameter_breakdown_figure(breakdowns, reference=None, reference_label=None)
                    label=reference_label or f"reference: {reference / 1e6:.0f}M")
     ax.set_yticks(range(len(labels)), labels)
     ax.invert_yaxis()  # the first model on top
-    ax.set_xlim(0, top * 1.12)
-    ax.set_xlabel("parameters (millions)")
+    ax.set(xlim=(0, top * 1.12), xlabel="parameters (millions)")
     ax.grid(axis="x", alpha=0.3)
     fig.legend(loc="outside lower center", ncol=3, frameon=False, fontsize=9)
     return fig

@@ -2,10 +2,18 @@
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import ticker
 from matplotlib.patches import Rectangle
 
-from .style import BLOCKED, FAINT, LEVELS, MAY_ATTEND, MUTED, TOKEN_COLOURS, integer_axis
+from .style import (
+    BLOCKED,
+    FAINT,
+    LEVELS,
+    MAY_ATTEND,
+    MUTED,
+    TOKEN_COLOURS,
+    integer_axis,
+    log_loss_axis,
+)
 
 
 def sentence_length_figure(lengths, title=None):
@@ -22,8 +30,7 @@ def sentence_length_figure(lengths, title=None):
     ax.set(xlabel="sentence length (words)", ylabel="sentences")
     integer_axis(ax.xaxis)
     ax.legend(fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    ax.set_title(title, fontsize=11)
     return fig
 
 
@@ -51,17 +58,13 @@ def batch_tokens_figure(grids, titles=None):
                                        edgecolor=FAINT, lw=0.8))
                 ax.text(j, i, token, ha="center", va="center", fontsize=8,
                         color=MUTED if token == "<pad>" else "black")
-        ax.set_xlim(-0.5, max(widths) - 0.5)
-        ax.set_ylim(height - 0.5, -0.5)
-        ax.set_xticks(range(width))
-        ax.set_yticks(range(height))
+        ax.set(xlim=(-0.5, max(widths) - 0.5), ylim=(height - 0.5, -0.5), xticks=range(width),
+               yticks=range(height))
         ax.set_xlabel("position", fontsize=9)
         ax.set_ylabel("sentence", fontsize=9)
         ax.tick_params(labelsize=8, length=0)
-        for side in ax.spines.values():
-            side.set_visible(False)
-        if title:
-            ax.set_title(title, fontsize=10, loc="left")
+        ax.spines[:].set_visible(False)
+        ax.set_title(title, fontsize=10, loc="left")
     return fig
 
 
@@ -86,11 +89,10 @@ def label_smoothing_figure(distributions, vocab_labels, label_index, title=None)
     ax.set_xticks(range(V), vocab_labels, rotation=45 if V > 8 else 0,
                   ha="right" if V > 8 else "center")
     ax.get_xticklabels()[label_index].set_fontweight("bold")
-    ax.set_ylim(0, 1.12)
-    ax.set(xlabel="vocabulary (bold: the right next token)", ylabel="target probability")
+    ax.set(ylim=(0, 1.12), xlabel="vocabulary (bold: the right next token)",
+           ylabel="target probability")
     ax.legend(fontsize=9, loc="upper left")
-    if title:
-        ax.set_title(title, fontsize=11)
+    ax.set_title(title, fontsize=11)
     return fig
 
 
@@ -108,8 +110,7 @@ def per_position_loss_figure(losses, labels, ignored, title=None):
                 va="bottom", fontsize=8, color=MUTED)
     ax.set_xticks(range(len(labels)), labels, rotation=45, ha="right")
     ax.set(xlabel="label (the next token) at each position", ylabel="loss")
-    if title:
-        ax.set_title(title, fontsize=11)
+    ax.set_title(title, fontsize=11)
     return fig
 
 
@@ -135,8 +136,7 @@ def lr_schedule_figure(curves, warmup, title=None):
     ax.ticklabel_format(axis="y", style="sci", scilimits=(-2, 2))
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    ax.set_title(title, fontsize=11)
     return fig
 
 
@@ -156,31 +156,20 @@ def training_loss_figure(losses, window=25, levels=None, title=None, last_step=N
     smooth = np.convolve(losses, np.ones(window) / window, mode="valid")
     ax.plot(steps[window - 1:], smooth, lw=2, color=MAY_ATTEND,
             label=f"moving average ({window} steps)")
-    for (label, value), colour in zip((levels or {}).items(), LEVELS,
-                                      strict=False):
+    for (label, value), colour in zip((levels or {}).items(), LEVELS, strict=False):
         ax.axhline(value, ls="--", lw=1.2, color=colour, label=f"{label} = {value:.2f}")
-    ax.set_yscale("log")
-    low, high = ax.get_ylim()
-    ax.set_yticks([t for t in (0.25, 0.5, 1, 2, 3, 4, 6, 8, 12) if low <= t <= high])
-    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.set(xlabel="training step", ylabel="training loss (log scale)")
     if last_step is not None:
         ax.set_xlim(0, last_step)
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    log_loss_axis(ax, (0.25, 0.5, 1, 2, 3, 4, 6, 8, 12), title)
     return fig
 
 
 class LiveLoss:
     """An ``on_step`` callback for :func:`helpers.training.train`: every ``every`` steps (and
-    at ``last_step``) it redraws :func:`training_loss_figure` in place, in the cell's output.
+    at ``last_step``) it redraws :func:`training_loss_figure` (``keyword`` arguments go there).
 
-    It works wherever IPython displays images (JupyterLab, Colab, VS Code) and needs no widget:
-    the figure is shown once with a display id and replaced by each redraw, so a saved notebook
-    keeps the final curve. ``keyword`` arguments go to :func:`training_loss_figure`.
+    No widget: the figure is shown once with a display id and replaced by each redraw, wherever
+    IPython displays images, so a saved notebook keeps the final curve.
     """
 
     def __init__(self, last_step, every=25, **keyword):

@@ -53,13 +53,10 @@ def beam_tree_figure(tree, title=None):
                               edgecolor=HIGHLIGHT if best else edge,
                               linewidth=2 if best else 1))
     half = (tallest - 1) / 2
-    ax.set_xlim(-0.6, len(steps) + 0.6)
-    ax.set_ylim(-half - 0.8, half + 0.8)
-    ax.set_xticks(range(len(steps) + 1))
-    ax.set_xticklabels(["start"] + [f"step {t}" for t in range(1, len(steps) + 1)])
-    ax.set_yticks([])
-    for side in ("left", "right", "top"):
-        ax.spines[side].set_visible(False)
+    ax.set(xlim=(-0.6, len(steps) + 0.6), ylim=(-half - 0.8, half + 0.8), yticks=[])
+    ax.set_xticks(range(len(steps) + 1),
+                  ["start"] + [f"step {t}" for t in range(1, len(steps) + 1)])
+    ax.spines[["left", "right", "top"]].set_visible(False)
     handles = [plt.Line2D([], [], color=BEAM_COLOURS["kept"][1], label="kept in the beam"),
                plt.Line2D([], [], color=BEAM_COLOURS["pruned"][1], alpha=0.35, label="pruned"),
                plt.Line2D([], [], color=BEAM_COLOURS["finished"][1], marker="s", linestyle="",

@@ -47,8 +47,8 @@ def attention_explorer_figure(maps, kind="cross", layer=0, head=0):
     future = np.triu(np.ones((Lq, Lk), bool), k=1) if kind == "decoder" else None
     image = heatmap(ax, weights, x_labels, y_labels, blocked=future, annotate=True,
                     hide_below=0.005, fontsize=7)
-    ax.set_xlabel("key (English)" if kind != "decoder" else "key (French, shifted right)")
-    ax.set_ylabel("query" if kind == "encoder" else "query: input → predicted")
+    ax.set(xlabel="key (English)" if kind != "decoder" else "key (French, shifted right)",
+           ylabel="query" if kind == "encoder" else "query: input → predicted")
     which = "mean of the heads" if head == "mean" else f"head {head}"
     ax.set_title(f"{ATTENTION_KINDS[kind]}, layer {layer}, {which}\n"
                  f"{' '.join(maps['src_tokens'])}\n→ {maps['french']}", fontsize=10)

@@ -4,7 +4,6 @@ in the plane of one pair of features, and the modern block's ablation (notebook 
 
 import matplotlib.pyplot as plt
 import numpy as np
-from matplotlib import ticker
 from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from .maps import attention_heatmap
@@ -19,6 +18,7 @@ from .style import (
     MAY_ATTEND,
     MUTED,
     as_array,
+    log_loss_axis,
 )
 
 
@@ -56,8 +56,7 @@ def decoder_only_figure():
     decoder = [("embedding + positions", "embedding"), ("masked self-attention", "attention"),
                ("cross-attention", "attention"), ("feed-forward", "feed-forward"),
                ("linear + softmax", "output layer")]
-    enc_y = _stack(ax, 1.6, 0.6, encoder, {"self-attention", "feed-forward"},
-                   "English")
+    enc_y = _stack(ax, 1.6, 0.6, encoder, {"self-attention", "feed-forward"}, "English")
     dec_y = _stack(ax, 5.6, 0.6, decoder, {"masked self-attention", "cross-attention",
                                           "feed-forward"}, "<bos> + French so far", side=1)
     ax.annotate("", (5.6 - 1.3, dec_y[2]), (1.6 + 1.3, enc_y[-1]),
@@ -90,8 +89,7 @@ def next_token_figure(probs, kept, labels, title=None, top=12, samples=()):
     ax.set_xticks(x, [labels[i] for i in order], rotation=35, ha="right", fontsize=9)
     ax.set(ylabel="probability", ylim=(0, 1.02))
     ax.legend(fontsize=9, loc="upper right")
-    if title:
-        ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=10)
     text.axis("off")
     for i, sample in enumerate(samples):
         text.text(0.0, 1 - (i + 0.5) / len(samples), f"sample {i + 1}: {sample}", fontsize=9,
@@ -136,16 +134,7 @@ def gpt_training_figure(curves, window=20, title=None):
     for (label, values), style in zip(smooth.items(), ("-", "--", ":"), strict=False):
         first = len(next(iter(curves.values()))) - len(values) + 1  # the window's last step
         ax.plot(np.arange(first, first + len(values)), values, style, lw=1.8, label=label)
-    ax.set_yscale("log")
-    low, high = ax.get_ylim()
-    ax.set_yticks([t for t in (1, 1.25, 1.5, 2, 3, 4, 6, 8) if low <= t <= high])
-    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
-    ax.set(xlabel="training step", ylabel="training loss (log scale)")
-    ax.grid(True, which="both", alpha=0.25)
-    ax.legend(fontsize=9)
-    if title:
-        ax.set_title(title, fontsize=11)
+    log_loss_axis(ax, (1, 1.25, 1.5, 2, 3, 4, 6, 8), title)
     return fig
 
 
@@ -193,26 +182,22 @@ def rope_figure(theta=0.35, positions=6, pairs=((2, 0), (8, 6)), q_angle=0.3, k_
     for ax in axes:
         ax.axhline(0, color=FAINT, lw=0.6)
         ax.axvline(0, color=FAINT, lw=0.6)
-        ax.set_xticks([])
-        ax.set_yticks([])
-        ax.set_xlabel("feature 2i")
-        ax.set_ylabel("feature 2i + 1")
+        ax.set(xticks=[], yticks=[], xlabel="feature 2i", ylabel="feature 2i + 1")
     return fig
 
 
-def gpt_attention_figure(weights, tokens, sep, title=None, last_predicts="<eos>"):
-    """One attention map ``(L, L)`` of the GPT on ``tokens`` (L words, ``<bos> English <sep>
-    French``), the causal upper triangle grey. The rows that predict the French (``<sep>`` and
-    after) looking at the English columns, framed in orange, do what cross-attention did in the
-    encoder-decoder. ``sep``: the position of ``<sep>``. Those rows are labelled as notebook 11
-    labels queries, ``input → the token it predicts`` (the last row predicts ``last_predicts``);
-    the prompt's rows, whose predictions the loss ignores, by their input alone."""
+def gpt_attention_figure(weights, tokens, sep, title=None):
+    """One attention map ``(L, L)`` of the GPT on ``tokens`` (``<bos> English <sep> French``),
+    the causal upper triangle grey. The rows that predict the French (from ``sep``, the position
+    of ``<sep>``) over the English columns, framed in orange, do what cross-attention did. Those
+    rows read ``input → the token it predicts`` (the last predicts ``<eos>``), as in notebook 11;
+    the prompt's rows, whose predictions the loss ignores, show their input alone."""
     weights = as_array(weights, "weights", ndim=2)
     L = weights.shape[0]
     if weights.shape != (L, L) or len(tokens) != L:
         raise ValueError(f"expected weights (L, L) and L tokens, got {weights.shape} and "
                          f"{len(tokens)} tokens")
-    predicted = [*tokens[sep + 1:], last_predicts]  # row t predicts token t + 1
+    predicted = [*tokens[sep + 1:], "<eos>"]  # row t predicts token t + 1
     rows = [*tokens[:sep], *(f"{a} → {b}" for a, b in zip(tokens[sep:], predicted, strict=True))]
     blocked = np.triu(np.ones((L, L), dtype=bool), 1)  # the future: masked
     fig, ax = plt.subplots(figsize=(7.2, 6.2), layout="constrained")

@@ -18,17 +18,16 @@ from .style import (
     as_array,
     cell_lines,
     legend_patches,
-    loss_curves,
+    loss_curves_figure,
 )
 
 
-def sharding_figure(shares, title=None):
+def sharding_figure(shares):
     """Which item of the dataset each rank trains on, step by step.
 
-    ``shares`` ``(W, steps, b)``: rank r's dataset indices at each step (``b = B / W``). Row s of
-    the grid is step s's global batch of ``B = W b`` items, in the order of the shared
-    permutation; ``DistributedSampler`` deals item j of the block to rank ``j mod W``, so
-    rank r's k-th item is drawn in column ``r + W k``, in rank r's colour, with its index.
+    ``shares`` ``(W, steps, b)``: rank r's dataset indices at each step. Row s is step s's global
+    batch in the order of the shared permutation; ``DistributedSampler`` deals item j to rank
+    ``j mod W``, so rank r's k-th item is in column ``r + W k``, in rank r's colour.
     """
     shares = as_array(shares, "shares", ndim=3, dtype=int,
                       hint=" (ranks, steps, items per rank)")
@@ -52,7 +51,7 @@ def sharding_figure(shares, title=None):
     legend = {f"rank {r}": RANK_COLOURS[r] for r in range(W)}
     ax.legend(handles=legend_patches(legend)[::-1], loc="upper left", bbox_to_anchor=(1.01, 1),
               fontsize=9, frameon=False)
-    ax.set_title(title or f"{W} ranks, global batch B = {W * b}: the numbers are dataset indices",
+    ax.set_title(f"{W} ranks, global batch B = {W * b}: the numbers are dataset indices",
                  fontsize=10)
     return fig
 
@@ -60,11 +59,8 @@ def sharding_figure(shares, title=None):
 def distributed_loss_figure(curves, title=None):
     """Training loss per step, one line per run: ``curves`` label -> losses. The first run is
     drawn solid, the others dashed and dotted, so runs that coincide stay visible."""
-    fig, ax = plt.subplots(figsize=(7, 3.4), layout="constrained")
-    loss_curves(ax, curves, "training loss", styles=("-", "--", ":"), log=False)
-    if title:
-        ax.set_title(title, fontsize=11)
-    return fig
+    return loss_curves_figure(curves, "training loss", (7, 3.4), title, 11,
+                              styles=("-", "--", ":"), log=False)
 
 
 def _box(ax, x, y, text, colour, width, height=0.55, fontsize=9):
@@ -72,12 +68,6 @@ def _box(ax, x, y, text, colour, width, height=0.55, fontsize=9):
                                 facecolor=colour, edgecolor=EDGE,
                                 boxstyle="round,pad=0.03,rounding_size=0.1"))
     ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=INK)
-
-
-def _down(ax, x, top, bottom, label=None):
-    ax.annotate("", (x, bottom), (x, top), arrowprops={"arrowstyle": "->", "color": INK})
-    if label:
-        ax.text(x + 0.08, (top + bottom) / 2, label, fontsize=8, color=MUTED, va="center")
 
 
 def data_parallel_figure():
@@ -94,10 +84,8 @@ def data_parallel_figure():
         ax.text(x, 5.35, f"rank {r} (process {r})", ha="center", fontsize=11, color=INK)
         for y, *texts in rows:
             _box(ax, x, y, texts[r], RANK_COLOURS[r], width)
-        for top, bottom in ((4.6, 3.6), (3.6, 2.6)):
-            _down(ax, x, top - 0.3, bottom + 0.3)
-        _down(ax, x, 2.3, 1.9)
-        _down(ax, x, 1.3, 0.9)
+        for top, bottom in ((4.3, 3.9), (3.3, 2.9), (2.3, 1.9), (1.3, 0.9)):  # between the boxes
+            ax.annotate("", (x, bottom), (x, top), arrowprops={"arrowstyle": "->", "color": INK})
     _box(ax, 4.0, 1.6, "all-reduce during backward: every rank gets (g₀ + g₁) / 2",
          COLLECTIVE, 7.3, height=0.6, fontsize=10)
     ax.set(xlim=(0, 8), ylim=(0.1, 5.7))

@@ -9,17 +9,15 @@ PIECE_COLOURS = (MAY_ATTEND_LIGHT, RANK_COLOURS[1])  # neighbouring pieces alter
 PER_LINE = 12  # pieces per line before the sentence wraps
 
 
-def pieces_figure(pieces, title=None, ax=None):
+def pieces_figure(pieces, title=None):
     """One box per piece, left to right, wrapped every :data:`PER_LINE` pieces; the pieces of a
     word share its line, and the end-of-word marker ``</w>`` is drawn as a thin bar."""
     pieces = [str(p) for p in pieces]
     if not pieces:
         raise ValueError("pieces_figure needs at least one piece")
     rows = (len(pieces) + PER_LINE - 1) // PER_LINE
-    if ax is None:
-        _, ax = plt.subplots(figsize=(11, 0.75 * rows + 0.7))
-    ax.set_xlim(0, PER_LINE)
-    ax.set_ylim(rows, 0)
+    fig, ax = plt.subplots(figsize=(11, 0.75 * rows + 0.7))
+    ax.set(xlim=(0, PER_LINE), ylim=(rows, 0))
     ax.axis("off")
     for i, piece in enumerate(pieces):
         row, col = divmod(i, PER_LINE)
@@ -31,9 +29,8 @@ def pieces_figure(pieces, title=None, ax=None):
             ax.add_patch(plt.Rectangle((col + 0.9, row + 0.15), 0.06, 0.7, color=INK))
         ax.text(col + 0.47, row + 0.5, text, ha="center", va="center", color=INK,
                 fontsize=11 if len(text) <= 8 else 8)
-    if title:
-        ax.set_title(title, fontsize=11, loc="left")
-    return ax.figure
+    ax.set_title(title, fontsize=11, loc="left")
+    return fig
 
 
 def merges_figure(pieces, num_merges: int, vocab_size: int, words: int):
@@ -62,9 +59,8 @@ def vocab_tradeoff_figure(curves, words_point=None, chars_point=None):
                                  (chars_point, "characters", "D")):
         if point is not None:
             ax.plot(*point, marker, color=INK, markersize=8, label=label)
-    ax.set_xscale("log")
-    ax.set_xlabel("vocabulary size (tokens, log scale)")
-    ax.set_ylabel("tokens per sentence (mean)")
+    ax.set(xscale="log", xlabel="vocabulary size (tokens, log scale)",
+           ylabel="tokens per sentence (mean)")
     ax.set_title("A larger vocabulary buys shorter sequences", fontsize=11)
     ax.grid(True, color=FAINT, alpha=0.3)
     ax.legend(frameon=False, fontsize=9, labelcolor=MUTED)

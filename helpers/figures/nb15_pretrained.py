@@ -12,18 +12,16 @@ from .style import CONTRAST, SIGNED_CMAP, as_array, integer_axis
 SIN_COS = ("tab:orange", "tab:purple")  # the colours of notebook 02: sine columns, cosine columns
 
 
-def positional_layouts_figure(interleaved, halves, sine_columns=None):
+def positional_layouts_figure(interleaved, halves):
     """Two ``(positions, d_model)`` tables side by side on one colour scale: the paper's layout
     (``interleaved``) and Marian's (``halves``). Under each, a strip says which columns hold a
-    sine and which a cosine (``sine_columns``: one list of booleans per table; by default the
-    even columns, then the first half)."""
+    sine and which a cosine (the even columns; the first half)."""
     tables = [as_array(interleaved, "interleaved", ndim=2), as_array(halves, "halves", ndim=2)]
     if tables[0].shape != tables[1].shape:
         raise ValueError(f"the two tables must have the same shape, got {tables[0].shape} and "
                          f"{tables[1].shape}")
     n, d = tables[0].shape
-    if sine_columns is None:
-        sine_columns = [np.arange(d) % 2 == 0, np.arange(d) < d // 2]
+    sine_columns = [np.arange(d) % 2 == 0, np.arange(d) < d // 2]
     fig, axes = plt.subplots(2, 2, figsize=(11, 4.8), sharex=True, layout="constrained",
                              gridspec_kw={"height_ratios": [8, 1]})
     titles = ("the paper: sin, cos, sin, cos, ... (interleaved)",
@@ -33,7 +31,7 @@ def positional_layouts_figure(interleaved, halves, sine_columns=None):
                                        interpolation="nearest")
         axes[0, column].set_title(title, fontsize=10)
         axes[0, column].set_ylabel("position" if column == 0 else "")
-        strip = np.where(np.asarray(sines, dtype=bool), 0, 1)[None, :]
+        strip = np.where(sines, 0, 1)[None, :]
         axes[1, column].imshow(strip, cmap=ListedColormap(SIN_COS),
                                vmin=0, vmax=1, aspect="auto", interpolation="nearest")
         axes[1, column].set_yticks([])

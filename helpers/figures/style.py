@@ -1,10 +1,8 @@
 """The course's look, in one place: the palette, one array converter, one heatmap, one boolean
-grid and one loss-curve helper. Every figure module draws with these.
+grid and the loss-curve helpers. Every figure module draws with these.
 
-Colours carry meaning and keep it across notebooks: attention weights are blue (``WEIGHTS_CMAP``,
-from 0 white to 1 dark blue), a blocked (masked) cell is always the same light grey
-(``BLOCKED``), an allowed one the course's blue (``MAY_ATTEND``), and orange (``HIGHLIGHT``)
-marks what a figure points at (the row being decoded, the best beam).
+Colours keep their meaning across notebooks: attention weights are blue (0 white, 1 dark blue), a
+blocked (masked) cell is always the same light grey, and orange marks what a figure points at.
 """
 
 import math
@@ -119,7 +117,7 @@ def legend_patches(colours: dict, edge="grey") -> list:
             for label, colour in colours.items()][::-1]
 
 
-# ---- one heatmap, one boolean grid, one loss-curve helper
+# ---- one heatmap, one boolean grid, the loss curves
 def heatmap(ax, values, x_labels=None, y_labels=None, *, vmin=0.0, vmax=1.0,
             cmap=WEIGHTS_CMAP, blocked=None, annotate=False, hide_below=None, fontsize=8):
     """``values`` ``(rows, columns)`` as an image on ``ax``; returns the image (for a colour bar).
@@ -163,18 +161,19 @@ def bool_grid(ax, grid, row_labels=None, column_labels=None, title=None, numbers
     set_ticks(ax, "y", rows, row_labels)
     if max(rows, columns) <= 30:
         cell_lines(ax, rows, columns)
-    if title:
-        ax.set_title(title, fontsize=10)
+    ax.set_title(title, fontsize=10)
     return grid
 
 
-def loss_curves(ax, curves, ylabel, colours=None, styles=("-",), log=True):
+def loss_curves_figure(curves, ylabel, figsize, title=None, title_size="large", colours=None,
+                       styles=("-",), log=True, layout="constrained"):
     """One line per entry of ``curves`` (label -> losses from step 1), log scale by default.
 
     Losses of several runs, ``(runs, steps)``, are drawn as their median with a shaded band from
     the lowest to the highest run. ``colours`` maps a label, or the start of one, to its colour;
-    ``styles`` are used in turn.
+    ``styles`` are used in turn. ``layout=None``: ``tight_layout`` instead of constrained.
     """
+    fig, ax = plt.subplots(figsize=figsize, layout=layout)
     for i, (label, losses) in enumerate(curves.items()):
         losses = np.asarray(losses, dtype=float)
         runs = as_array(losses, label, ndim=2) if losses.ndim == 2 else None
@@ -191,6 +190,23 @@ def loss_curves(ax, curves, ylabel, colours=None, styles=("-",), log=True):
     ax.set(xlabel="training step", ylabel=ylabel)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=9)
+    ax.set_title(title, fontsize=title_size)
+    if layout is None:
+        fig.tight_layout()
+    return fig
+
+
+def log_loss_axis(ax, ticks, title=None):
+    """Finish an axis of training losses: log scale, labelled at those ``ticks`` it spans."""
+    ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    ax.set_yticks([t for t in ticks if low <= t <= high])
+    ax.yaxis.set_major_formatter(ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
+    ax.set(xlabel="training step", ylabel="training loss (log scale)")
+    ax.grid(True, which="both", alpha=0.25)
+    ax.legend(fontsize=9)
+    ax.set_title(title, fontsize=11)
 
 
 def integer_axis(axis, nbins="auto") -> None:

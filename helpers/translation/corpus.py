@@ -1,8 +1,9 @@
 """The corpus: three splits of sentence pairs sampled from the grammar of :mod:`.lexicon`.
 
 The test split checks **compositional generalisation**: two (noun, adjective) combinations per
-noun never appear in the training or validation sentences, only in the test sentences, while
-every word and every word form does appear in training.
+noun, such as "red cow" with the default seed, never appear in the training or validation
+sentences, only in the test sentences ("we touch these red cows" -> "nous touchons ces vaches
+rouges"), while every word and every word form does appear in training.
 """
 
 import random

@@ -22,10 +22,8 @@ def translate(model: Transformer, sentences: list, src_vocab: Vocab, tgt_vocab: 
               strict: bool = False) -> list:
     """Greedy translations of English strings, decoded by batches with a source padding mask.
 
-    Each sentence is first normalised with :meth:`Vocab.normalize <helpers.data.Vocab.normalize>`:
-    surrounding spaces and a final ``.``, ``!`` or ``?`` are dropped, and a word that differs
-    from the vocabulary only by its case takes the vocabulary's spelling ("The cat eats a
-    cake." is translated as "the cat eats a cake").
+    Each sentence is first normalised with :meth:`Vocab.normalize <helpers.data.Vocab.normalize>`
+    ("The cat eats a cake." is translated as "the cat eats a cake").
 
     What the model cannot translate well gets a ``UserWarning`` (a ``ValueError`` with
     ``strict=True``) instead of a fluent wrong answer: words the vocabulary lacks (they become

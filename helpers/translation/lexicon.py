@@ -22,11 +22,6 @@ Each sentence has exactly one correct translation: English "you" is always "tu" 
 is "vous"; "they" is "ils" (English does not say whether "they" are all women, so "elles" would
 be a guess; feminine plurals come from nouns: "the girls are happy" -> "les filles sont
 heureuses").
-
-The test split checks **compositional generalisation**: two (noun, adjective) combinations per
-noun, such as "red cow" with the default seed, never appear in the training (or validation)
-sentences, only in the test sentences ("we touch these red cows" -> "nous touchons ces vaches
-rouges"), while every word and every word form does appear in training.
 """
 
 import random
@@ -217,10 +212,8 @@ def _check_adjectives(phrase: NounPhrase):
     adjectives = [_lookup(_ADJECTIVES, a, "adjective") for a in phrase.adjectives]
     sides = [a.before_noun for a in adjectives]
     if len(adjectives) > 2 or len(set(sides)) != len(sides):
-        raise ValueError(
-            "a noun phrase takes at most one adjective placed before the noun in French and one "
-            f"placed after it, got {phrase.adjectives}"
-        )
+        raise ValueError("a noun phrase takes at most one adjective placed before the noun in "
+                         f"French and one placed after it, got {phrase.adjectives}")
     return adjectives
 
 
@@ -273,19 +266,15 @@ def _verb_words(sentence: Sentence, person: int, gender: str, plural: bool):
     third_singular, negated = person == 2, sentence.negated
     if sentence.verb == "be":
         if person not in (2, 5) or not isinstance(sentence.complement, str):
-            raise ValueError(
-                "'be' takes a third-person subject (he, she, they or a noun phrase: French "
-                "agrees the adjective with its gender) and an adjective, got subject "
-                f"{sentence.subject!r} and complement {sentence.complement!r}"
-            )
+            raise ValueError("'be' takes a third-person subject (he, she, they or a noun phrase: "
+                             "French agrees the adjective with its gender) and an adjective, got "
+                             f"subject {sentence.subject!r} and complement {sentence.complement!r}")
         adjective = _lookup(_ADJECTIVES, sentence.complement, "adjective")
         english = ["is" if third_singular else "are"] + ["not"] * negated
         return english, ETRE[person], [_agree(adjective, gender, plural)], [adjective.english]
     if not isinstance(sentence.complement, NounPhrase):
-        raise ValueError(
-            f"the verb {sentence.verb!r} takes a NounPhrase as its object, got "
-            f"{sentence.complement!r}"
-        )
+        raise ValueError(f"the verb {sentence.verb!r} takes a NounPhrase as its object, got "
+                         f"{sentence.complement!r}")
     if sentence.verb == "have":
         english, french = ["has" if third_singular else "have"], AVOIR[person]
     else:

@@ -6,12 +6,9 @@ name unchanged, and the rest of the sentence is the grammar's. Training and test
 names, so every test name is a word the model has never seen; with many training names, each
 seen a few times, a model learns to copy names rather than to remember them.
 
-:func:`name_corpus` builds the training pairs and three test sets: the corpus's own test split
-(no names), new sentences with unseen names made of the training names' syllables, and the same
-sentences with names made of syllables that no training name has. Notebook 14 trains three
-translators on it, one change at a time (:data:`NAMED_KINDS`), and ships them in ``assets/``
-(:func:`load_named_translator`; :func:`retrain_named`, or ``python -m helpers.course
---retrain-asset nb14_words`` and so on, trains them again).
+Notebook 14 trains three translators on :func:`name_corpus`, one change at a time
+(:data:`NAMED_KINDS`), and ships them in ``assets/`` (``python -m helpers.course --retrain-asset
+nb14_words`` and so on trains them again).
 """
 
 import random
@@ -123,26 +120,10 @@ def train_shared_translator(corpus, steps: int = 600, batch_size: int = 128, war
     vocabulary: the source embedding, the target embedding and the output projection are one
     matrix, as in the paper (section 3.4). A source piece and the same target piece then start
     as one vector, which is what copying a name needs."""
-    from dataclasses import replace
-    from functools import partial
+    from .translator import train_translator
 
-    from ..data import batches, encode_pairs
-    from ..model import TransformerConfig, build_model
-    from ..training import make_optimizer, train, translation_loss
-    from ..utils import set_seed
-
-    if corpus.src_vocab is not corpus.tgt_vocab:
-        raise ValueError("train_shared_translator needs one vocabulary for both languages")
-    config = replace(TransformerConfig.small(), tie_weights=True)
-    set_seed(seed)
-    model = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab))
-    model.src_embed.weight = model.tgt_embed.weight  # the third use of the one matrix
-    optimizer, scheduler = make_optimizer(model, config.d_model, warmup)
-    encoded = encode_pairs(corpus.train, corpus.src_vocab, corpus.tgt_vocab)
-    history = train(model, batches(encoded, batch_size, seed=seed, repeat=True),
-                    partial(translation_loss, label_smoothing=0.1), optimizer, scheduler,
-                    max_steps=steps, clip_norm=1.0, progress=progress, on_step=on_step)
-    return model.eval(), history
+    return train_translator(corpus, steps=steps, batch_size=batch_size, warmup=warmup, seed=seed,
+                            progress=progress, on_step=on_step, one_matrix=True)
 
 
 def train_named(kind: str, named: NamedCorpus, vocabularies: dict, steps: int = NAMED_STEPS,
@@ -189,7 +170,9 @@ def retrain_named(kind: str, path=None, progress: bool = True) -> dict:
     :data:`NAMED_STEPS` steps), save it to ``path`` (default :data:`NAMED_ASSETS`) and return its
     metadata, its scores included."""
     import time
+    from dataclasses import replace
 
+    from ..model import TransformerConfig
     from ..training import save_checkpoint
     from . import names as this  # NAMED_STEPS read at call time (a test shortens it)
     from .corpus import make_corpus
@@ -209,17 +192,9 @@ def retrain_named(kind: str, path=None, progress: bool = True) -> dict:
                 "train_seconds": round(seconds, 1), "final_loss": history[-1],
                 "scores": {test: list(score) for test, score in
                            named_scores(model, src, tgt, named).items()}}
-    save_checkpoint(path or NAMED_ASSETS[kind], model, _config(model), src, tgt, metadata)
+    config = replace(TransformerConfig.small(), tie_weights=kind == "tied")
+    save_checkpoint(path or NAMED_ASSETS[kind], model, config, src, tgt, metadata)
     return metadata
-
-
-def _config(model):
-    from dataclasses import replace
-
-    from ..model import TransformerConfig
-
-    tied = model.generator.weight is model.tgt_embed.weight
-    return replace(TransformerConfig.small(), tie_weights=tied)
 
 
 def load_named_translator(kind: str, device="cpu"):

@@ -6,6 +6,7 @@ notebook 14's three (``assets/nb14_*.pt``) with ``--retrain-asset nb14_words`` (
 ``nb14_tied``), from :mod:`.names`.
 """
 
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Optional
@@ -28,17 +29,25 @@ def train_translator(corpus, config: Optional[TransformerConfig] = None, steps: 
                      batch_size: int = 128, warmup: int = 200, lr_scale: float = 1.0,
                      label_smoothing: float = 0.1, clip_norm: float = 1.0, seed: int = 0,
                      max_seconds: Optional[float] = None, device=None, progress: bool = True,
-                     on_step=None):
+                     on_step=None, one_matrix: bool = False):
     """Build a model for ``corpus`` (from :func:`~helpers.translation.make_corpus`) and train it.
 
     Returns ``(model, history)`` with the model in eval mode. Everything the loop needs is
     assembled here, in the order notebook 09 shows it. The defaults (the small config, 600
     steps of 128 sentence pairs) reach about 99% exact match on the test split of the default
-    corpus, in 35 to 50 seconds on a 2-core laptop CPU.
+    corpus, in 35 to 50 seconds on a 2-core laptop CPU. ``one_matrix``: both embeddings and the
+    output projection are one matrix (the corpus's two sides share one vocabulary).
     """
     config = config or TransformerConfig.small()
+    if one_matrix:
+        if corpus.src_vocab is not corpus.tgt_vocab:
+            raise ValueError("train_translator(one_matrix=True) needs one vocabulary for both "
+                             "languages")
+        config = replace(config, tie_weights=True)
     set_seed(seed)
     model = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab))
+    if one_matrix:
+        model.src_embed.weight = model.tgt_embed.weight  # the third use of the one matrix
     if device is not None:
         model.to(device)
     optimizer, scheduler = make_optimizer(model, config.d_model, warmup, lr_scale)

@@ -101,7 +101,8 @@ FIRST_NEEDED_IN = {"helpers.attention": 1, "helpers.positional": 2, "helpers.int
                    "helpers.data": 9, "helpers.training": 9, "helpers.decoding": 9,
                    "helpers.translation": 9, "tqdm.auto": 9, "sacrebleu": 9,
                    "helpers.ablation": 11, "helpers.distributed": 13, "helpers.fsdp": 13,
-                   "helpers.gpt": 12, "helpers.modern": 12, "helpers.tokens": 14,
+                   "helpers.gpt": 12, "helpers.generation": 12, "helpers.continuation": 12,
+                   "helpers.tokens": 14,
                    "helpers.pretrained": 15}
 # Notebook 00 shows how exercises are checked on a warm-up of its own (helpers/exercises/nb00.py),
 # so that no later notebook's answer is given away: nothing is allowed early.

@@ -616,8 +616,9 @@ def test_train_refuses_a_step_limit_that_would_never_stop(tiny_model, max_steps)
 def test_train_gpt_with_no_steps_is_refused_at_once(monkeypatch):
     import itertools
 
-    import helpers.gpt as gpt
-    from helpers.gpt import GPTConfig, train_gpt
+    import helpers.continuation as gpt
+    from helpers.continuation import train_gpt
+    from helpers.gpt import GPTConfig
 
     real = gpt.continuation_batches  # endless: bounded here, so that a regression cannot hang
     monkeypatch.setattr(gpt, "continuation_batches", lambda *args: itertools.islice(
@@ -651,14 +652,9 @@ def tiny_gpt():
 def test_generate_refuses_a_prompt_that_leaves_no_room(tiny_gpt, length):
     """A prompt at or beyond max_len used to give an empty continuation (an empty translation),
     while the model itself refuses such a sequence."""
-    from helpers.gpt import (
-        GPT,
-        continue_translations,
-        generate,
-        generate_tokens,
-        joint_vocab,
-        prompt_ids,
-    )
+    from helpers.continuation import continue_translations, joint_vocab, prompt_ids
+    from helpers.generation import generate, generate_tokens
+    from helpers.gpt import GPT
 
     shown = (f"the prompt has {length} tokens", "max_len=8", "at most 7 tokens")
     clear_error(lambda: generate(tiny_gpt, [[4] * 3, [4] * length], 3), *shown, kind=ValueError)
@@ -677,37 +673,47 @@ def test_generate_refuses_a_prompt_that_leaves_no_room(tiny_gpt, length):
 
 
 def test_generate_refuses_an_empty_prompt(tiny_gpt):
-    from helpers.gpt import generate
+    from helpers.generation import generate
 
     clear_error(lambda: generate(tiny_gpt, [[]], 3), "at least one token", kind=ValueError)
 
 
-def test_rotary_attention_puts_the_queries_at_start_and_the_keys_at_zero():
-    """One query at position 4 over the keys of positions 0..4 gives the last row of the whole
-    causal forward (the keys used to be rotated from ``start`` too: off by about 0.07)."""
-    from helpers.modern import RotaryAttention
+def test_rotary_attention_with_a_cache_puts_the_new_query_after_the_cached_keys():
+    """One query at position 4, after four cached positions, gives the last row of the whole
+    causal forward; without the cache (rotated at position 0) it does not."""
+    from helpers.attention import KVCache, MultiHeadAttention
 
     torch.manual_seed(0)
-    attention = RotaryAttention(16, 2, 0.0).eval()
+    attention = MultiHeadAttention(16, 2, 0.0, rope=True).eval()
     x = torch.randn(2, 5, 16)
     whole = attention(x, x, x, causal_mask(5)[None, None])  # (2, 5, 16)
-    last = attention(x[:, 4:], x, x, None, start=4)  # (2, 1, 16)
+    cache = KVCache()
+    attention(x[:, :4], x[:, :4], x[:, :4], causal_mask(4)[None, None], cache)
+    last = attention(x[:, 4:], x[:, 4:], x[:, 4:], None, cache)  # (2, 1, 16)
     assert (last - whole[:, 4:]).abs().max() < 1e-5
-    assert (attention(x[:, 4:], x, x, None, start=0) - whole[:, 4:]).abs().max() > 1e-3
+    alone = attention(x[:, 4:], x[:, 4:], x[:, 4:])  # at position 0, over itself only
+    assert (alone - whole[:, 4:]).abs().max() > 1e-3
 
 
-def test_decode_step_refuses_another_memory_than_its_caches(tiny_model):
-    from helpers.decoding import KVCache, decode_step
+def test_rope_and_cross_attention_do_not_mix():
+    from helpers.attention import MultiHeadAttention
+
+    clear_error(lambda: MultiHeadAttention(16, 2, rope=True, cross=True), "cross",
+                kind=ValueError)
+
+
+def test_cached_decode_refuses_another_memory_than_its_caches(tiny_model):
+    from helpers.attention import KVCache
 
     model = tiny_model()
     src = torch.randint(3, 12, (2, 5))
     memory, other = model.encode(src), model.encode(src.flip(1))
-    cache = KVCache(len(model.decoder.layers))
+    cache = KVCache()
     step = torch.full((2, 1), BOS)
-    decode_step(model, step, memory, cache)
-    decode_step(model, step, memory, cache)  # the same memory: fine
-    decode_step(model, step, memory[:1].expand(2, -1, -1), cache)  # a view of it: fine
-    clear_error(lambda: decode_step(model, step, other, cache), "another memory",
+    model.decode(step, memory, cache=cache)
+    model.decode(step, memory, cache=cache)  # the same memory: fine
+    model.decode(step, memory[:1].expand(2, -1, -1), cache=cache)  # a view of it: fine
+    clear_error(lambda: model.decode(step, other, cache=cache), "another memory",
                 "new KVCache", kind=ValueError)
 
 
@@ -723,12 +729,12 @@ def test_decoders_refuse_a_start_token_outside_the_vocabulary(tiny_model, use_ca
     assert calls == []  # before encoding
 
 
-def test_decode_step_names_token_ids_outside_the_vocabulary(tiny_model):
-    from helpers.decoding import KVCache, decode_step
+def test_cached_decode_names_token_ids_outside_the_vocabulary(tiny_model):
+    from helpers.attention import KVCache
 
     model = tiny_model()
     memory = model.encode(torch.randint(3, 12, (1, 4)))
-    clear_error(lambda: decode_step(model, torch.tensor([[40]]), memory, KVCache(2)),
+    clear_error(lambda: model.decode(torch.tensor([[40]]), memory, cache=KVCache()),
                 "from 40 to 40", "ids 0..11", kind=ValueError)
 
 
@@ -742,7 +748,7 @@ def test_decode_step_names_token_ids_outside_the_vocabulary(tiny_model):
     ({"temperature": -1.0}, "temperature must be > 0"),
 ])
 def test_filter_logits_names_a_setting_out_of_range(options, shown):
-    from helpers.gpt import filter_logits, sample_next
+    from helpers.generation import filter_logits, sample_next
 
     logits = torch.randn(2, 6)
     clear_error(lambda: filter_logits(logits, **{"temperature": 1.0, **options}), shown)
@@ -751,7 +757,7 @@ def test_filter_logits_names_a_setting_out_of_range(options, shown):
 
 
 def test_filter_logits_keeps_every_token_when_top_k_is_the_vocabulary_or_more():
-    from helpers.gpt import filter_logits
+    from helpers.generation import filter_logits
 
     logits = torch.randn(2, 6)
     assert torch.equal(filter_logits(logits, top_k=6), logits)
@@ -803,7 +809,8 @@ def test_make_corpus_refuses_empty_splits(call, shown):
 
 
 def test_rotary_pieces_name_their_shapes():
-    from helpers.modern import RMSNorm, apply_rope, rope_angles
+    from helpers.layers import RMSNorm
+    from helpers.positional import apply_rope, rope_angles
 
     clear_error(lambda: rope_angles(5, 7), "d_k must be even", "7", kind=ValueError)
     clear_error(lambda: apply_rope(torch.randn(1, 5, 8), rope_angles(4, 8)), "(1, 5, 8)", "(4, 4)",
@@ -814,7 +821,7 @@ def test_rotary_pieces_name_their_shapes():
 
 
 def test_greedy_sampling_still_checks_its_filters():
-    from helpers.gpt import sample_next
+    from helpers.generation import sample_next
 
     clear_error(lambda: sample_next(torch.randn(1, 5), 0.0, top_p=2.0), "top_p", "2.0")
 
@@ -826,7 +833,7 @@ def test_beam_search_names_a_length_penalty_that_is_not_a_number(tiny_model):
 
 
 def test_generate_takes_a_tensor_of_prompts(tiny_gpt):
-    from helpers.gpt import generate
+    from helpers.generation import generate
 
     prompts = torch.tensor([[4, 5, 6], [7, 8, 9]])
     assert generate(tiny_gpt, prompts, 3) == generate(tiny_gpt, prompts.tolist(), 3)

@@ -1,5 +1,5 @@
-"""helpers/gpt.py and helpers/modern.py: the decoder-only model, its data, sampling filters and
-the modern block's parts, checked against PyTorch's own modules and by their defining properties."""
+"""helpers/gpt.py, generation.py and continuation.py: the decoder-only model, its data, sampling
+filters and the modern block's parts (helpers/layers.py, positional.py), checked against PyTorch's own modules and by their defining properties."""
 
 import json
 
@@ -8,21 +8,20 @@ import torch
 from torch import nn
 
 from helpers.course import ASSETS
-from helpers.gpt import (
-    GPT,
+from helpers.continuation import (
     SEP,
     VARIANTS,
-    GPTConfig,
-    ablation,
+    compare_blocks,
     continuation_batch,
     continuation_batches,
-    filter_logits,
-    generate,
     joint_vocab,
     prompt_ids,
     split_by_length,
 )
-from helpers.modern import RMSNorm, SwiGLU, apply_rope, rope_angles
+from helpers.generation import filter_logits, generate
+from helpers.gpt import GPT, GPTConfig
+from helpers.layers import RMSNorm, SwiGLU
+from helpers.positional import apply_rope, rope_angles
 from helpers.translation import CORPUS_ARGS, make_corpus
 
 SMALL = dict(d_model=32, num_heads=4, num_layers=2, d_ff=64, dropout=0.0, max_len=40)
@@ -145,7 +144,7 @@ def test_bad_configurations_and_inputs_say_what_is_wrong(corpus):
 
 def test_a_small_ablation_runs_every_variant_and_seed(corpus):
     variants = {name: VARIANTS[name] for name in ("post-norm (2017)", "pre-norm + RoPE")}
-    rows = ablation(corpus, variants, seeds=(0, 1), steps=3, batch_size=8, **SMALL)
+    rows = compare_blocks(corpus, variants, seeds=(0, 1), steps=3, batch_size=8, **SMALL)
     assert [(r["variant"], r["seed"]) for r in rows] == [(v, s) for v in variants for s in (0, 1)]
     shipped = json.loads((ASSETS / "gpt_ablation.json").read_text())["ablation"]
     assert set(rows[0]) == set(shipped[0])  # the shipped file has what the runner writes
@@ -158,7 +157,7 @@ def test_a_small_ablation_runs_every_variant_and_seed(corpus):
 def test_ablation_final_loss_is_the_mean_of_the_last_losses(corpus, monkeypatch, steps):
     """``final_loss`` is the mean of the last min(20, steps) training losses, read here from the
     losses the real training returned (fewer than 20 steps used to be divided by 20)."""
-    import helpers.gpt as gpt
+    import helpers.continuation as gpt
 
     seen = []
 
@@ -170,7 +169,7 @@ def test_ablation_final_loss_is_the_mean_of_the_last_losses(corpus, monkeypatch,
     real = gpt.train_gpt
     monkeypatch.setattr(gpt, "train_gpt", recording)
     variants = {"post-norm (2017)": VARIANTS["post-norm (2017)"]}
-    (row,) = ablation(corpus, variants, seeds=(0,), steps=steps, batch_size=8, **SMALL)
+    (row,) = compare_blocks(corpus, variants, seeds=(0,), steps=steps, batch_size=8, **SMALL)
     (losses,) = seen
     assert len(losses) == steps
     last = losses[-min(20, steps):]

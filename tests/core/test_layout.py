@@ -19,7 +19,8 @@ HELPERS = Path(__file__).resolve().parents[2] / "helpers"
 # module may import the modules of earlier layers only.
 CORE_LAYERS = [
     ["utils", "checks"],  # seeding and devices; input checks with clear errors
-    ["attention", "positional"],  # notebooks 01-03
+    ["positional"],  # notebook 02: the sinusoidal table, and rotary positions (12)
+    ["attention"],  # notebooks 01, 03 and 10: the one attention path, rotary positions included
     ["masks", "layers"],  # notebooks 04-07
     ["interop", "model"],  # notebook 08: the model, and the same weights in torch.nn
     ["data", "decoding"],  # notebooks 09-10: batches; decoding a trained model
@@ -27,10 +28,11 @@ CORE_LAYERS = [
 ]
 CORE = [name for layer in CORE_LAYERS for name in layer]
 # helpers/*.py beyond the core: the benchmark, notebook 11's head ablation, and the modules of the
-# notebooks past the paper (12: gpt and modern, 13: distributed and fsdp, 14: tokens, 15:
-# pretrained).
+# notebooks past the paper (12: gpt, generation and continuation, 13: distributed and fsdp,
+# 14: tokens, 15: pretrained).
 # They build on the core and on the toy task (translation), not on the course's other scaffolding.
-BEYOND = ["ablation", "bench", "distributed", "fsdp", "gpt", "modern", "pretrained", "tokens"]
+BEYOND = ["ablation", "bench", "continuation", "distributed", "fsdp", "generation", "gpt",
+          "pretrained", "tokens"]
 # The course around the model: tooling, checkers, figures, and the toy task the model learns.
 SCAFFOLDING = ["course", "exercises", "figures", "translation"]
 MODULES = sorted(HELPERS.rglob("*.py"))
@@ -129,9 +131,11 @@ def test_each_core_module_builds_on_the_layers_below(name):
 
 @pytest.mark.parametrize("name", BEYOND)
 def test_beyond_the_core_builds_on_the_core_and_the_task(name):
-    """...and on the modules of its own notebook: gpt on modern (12), distributed on fsdp (13)."""
+    """...and on the modules of its own notebook: generation and continuation on gpt (12),
+    distributed on fsdp (13)."""
     imported = {top(target) for target in GRAPH[f"helpers.{name}"]}
-    own = {"gpt": {"modern"}, "distributed": {"fsdp"}, "bench": {"tokens"}}.get(name, set())
+    own = {"generation": {"gpt"}, "continuation": {"gpt", "generation"},
+           "distributed": {"fsdp"}, "bench": {"tokens"}}.get(name, set())
     assert imported <= set(CORE) | {"translation"} | own, sorted(imported)
 
 

@@ -10,7 +10,8 @@ import torch
 from helpers.data import BOS_ID as BOS
 from helpers.data import EOS_ID as EOS
 from helpers.data import PAD_ID as PAD
-from helpers.decoding import KVCache, beam_search, decode_step, greedy_decode
+from helpers.attention import KVCache
+from helpers.decoding import beam_search, greedy_decode
 from helpers.masks import causal_mask, padding_mask
 from helpers.model import Transformer
 
@@ -120,25 +121,27 @@ def test_kv_cache_logits_match_recomputation(norm_first, chunk, tiny_model):
     with torch.no_grad():
         memory = model.encode(src, src_mask)
         full = model.decode(tgt, memory, src_mask)
-        cache = KVCache(len(model.decoder.layers))
-        steps = [decode_step(model, tgt[:, t:t + chunk], memory, cache, src_mask)
+        cache = KVCache()
+        steps = [model.decode(tgt[:, t:t + chunk], memory, src_mask, cache=cache)
                  for t in range(0, 6, chunk)]
     torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-5, atol=1e-4)  # logits ~30
     assert cache.length == 6
-    assert cache.self_kv[0][0].shape == (2, 4, 6, 8)  # (B, h, t, d_k): one row per position
-    assert cache.cross_kv[1][1].shape == (2, 4, 6, 8)  # (B, h, S, d_k): the memory, once
+    layers = model.decoder.layers
+    assert cache.kv[layers[0].self_attn][0].shape == (2, 4, 6, 8)  # (B, h, t, d_k): per position
+    assert cache.kv[layers[1].cross_attn][1].shape == (2, 4, 6, 8)  # (B, h, S, d_k): the memory
 
 
 def test_kv_cache_reorder_keeps_the_chosen_rows(tiny_model):
     model = tiny_model()
     src, tgt = torch.randint(3, 12, (3, 5)), torch.randint(3, 12, (3, 2))
-    cache = KVCache(len(model.decoder.layers))
+    cache = KVCache()
     with torch.no_grad():
-        decode_step(model, tgt, model.encode(src), cache)
-    before = cache.self_kv[0][0].clone()
+        model.decode(tgt, model.encode(src), cache=cache)
+    self_attn, cross_attn = model.decoder.layers[0].self_attn, model.decoder.layers[1].cross_attn
+    before = cache.kv[self_attn][0].clone()
     cache.reorder(torch.tensor([2, 0, 0]))
-    assert torch.equal(cache.self_kv[0][0], before[[2, 0, 0]])
-    assert cache.cross_kv[1][0].shape[0] == 3
+    assert torch.equal(cache.kv[self_attn][0], before[[2, 0, 0]])
+    assert cache.kv[cross_attn][0].shape[0] == 3
 
 
 def test_batched_greedy_equals_one_by_one_with_padding(tiny_model):

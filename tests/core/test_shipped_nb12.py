@@ -9,18 +9,17 @@ from pathlib import Path
 import pytest
 import torch
 
-import helpers.gpt
-from helpers.course.tools import retrain_asset
-from helpers.gpt import (
-    GPT,
+import helpers.continuation
+from helpers.continuation import (
     MODELS_BUDGET,
     MODELS_PATH,
-    GPTConfig,
     continuation_batch,
     continuation_loss,
     joint_vocab,
     load_models,
 )
+from helpers.course.tools import retrain_asset
+from helpers.gpt import GPT, GPTConfig
 from helpers.model import Transformer, TransformerConfig
 from helpers.translation import CORPUS_ARGS, make_corpus
 
@@ -64,7 +63,7 @@ def test_the_notebook_trains_with_the_shipped_budget():
 
 def test_retrain_asset_nb12_writes_models_that_load(tmp_path, monkeypatch):
     """A short ``--retrain-asset nb12``: 3 steps each, into ``tmp_path``."""
-    monkeypatch.setattr(helpers.gpt, "MODELS_BUDGET", {**MODELS_BUDGET, "steps": 3})
+    monkeypatch.setattr(helpers.continuation, "MODELS_BUDGET", {**MODELS_BUDGET, "steps": 3})
     metadata = retrain_asset("nb12", tmp_path / "nb12.pt", progress=False)
     assert metadata["budget"]["steps"] == 3 and metadata["corpus"] == CORPUS_ARGS
     saved = load_models(tmp_path / "nb12.pt")

@@ -30,7 +30,7 @@ from helpers.distributed import (
     torchrun_command,
     train_distributed,
 )
-from helpers.fsdp import load_checkpoint
+from helpers.fsdp import load_sharded
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--d-model", "32", "--num-heads", "2", "--num-layers", "1", "--d-ff", "64",
@@ -231,7 +231,7 @@ def test_fsdp_trains_and_its_sharded_checkpoint_loads_into_one_process(tmp_path)
     assert shards == [".metadata", "__0_0.distcp", "__1_0.distcp"]
     model = _tiny_model()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    load_checkpoint(model, tmp_path / "ckpt")
+    load_sharded(model, tmp_path / "ckpt")
     changed = [k for k, v in model.state_dict().items() if not torch.equal(v, before[k])]
     assert len(changed) > 0.9 * len(before)  # trained weights, not the initial ones
 

@@ -7,7 +7,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.data import EOS_ID, PAD_ID
-from helpers.gpt import cached_forward, gpt_block, sample_next
+from helpers.attention import KVCache
+from helpers.generation import sample_next
+from helpers.gpt import Block
 from helpers.layers import LayerNorm, layer_stack
 from helpers.positional import PositionalEncoding
 
@@ -61,21 +63,26 @@ class NotebookGPT(nn.Module):
         self.config = config
         self.embed = nn.Embedding(vocab_size, config.d_model)
         self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout)
-        self.blocks = layer_stack(lambda: gpt_block(config), config.num_layers)
+        self.blocks = layer_stack(lambda: Block(config), config.num_layers)
         self.final_norm = LayerNorm(config.d_model) if config.norm_first else nn.Identity()
         self.head = nn.Linear(config.d_model, vocab_size)
         self.head.weight = self.embed.weight
 
 
 class FunctionalGPT(NotebookGPT):
-    def forward(self, tokens, mask=None):
-        L = tokens.shape[1]
+    """The lines the KV cache adds written with the cache's length up front."""
+
+    def forward(self, tokens, mask=None, cache=None):
+        start, L = (cache.length if cache is not None else 0), tokens.shape[1]
         x = F.embedding(tokens, self.embed.weight) * self.config.d_model ** 0.5
-        x = self.positional(x)
+        x = self.positional(x, start)
         if mask is None:
-            mask = torch.ones(L, L, dtype=torch.bool).tril().view(1, 1, L, L)
+            mask = torch.ones(start + L, start + L, dtype=torch.bool).tril()[-L:].view(
+                1, 1, L, start + L)
         for block in self.blocks:
-            x = block(x, mask)
+            x = block(x, mask, cache)
+        if cache is not None:
+            cache.length = start + L
         return F.linear(self.final_norm(x), self.head.weight, self.head.bias)
 
 
@@ -97,20 +104,43 @@ class Unscaled(NotebookGPT):  # T2
         return self.head(self.final_norm(x))
 
 
+class CachedAtPositionZero(NotebookGPT):  # G7: the new tokens' positions from 0 again
+    def forward(self, tokens, mask=None, cache=None):
+        start, L = (0 if cache is None else cache.length), tokens.shape[1]
+        x = self.positional(self.embed(tokens) * self.config.d_model ** 0.5)  # start forgotten
+        if mask is None:
+            mask = torch.ones(start + L, start + L, dtype=torch.bool).tril()[None, None, start:]
+        for block in self.blocks:
+            x = block(x, mask, cache)
+        if cache is not None:
+            cache.length += L
+        return self.head(self.final_norm(x))
+
+
+class CacheNeverAdvanced(FunctionalGPT):  # G7: cache.length stays 0, so every step is at 0
+    def forward(self, tokens, mask=None, cache=None):
+        length = None if cache is None else cache.length
+        logits = super().forward(tokens, mask, cache)
+        if cache is not None:
+            cache.length = length
+        return logits
+
+
 def test_a_gpt_written_differently_passes(run_check):
     passed, text = run_check("gpt", FunctionalGPT)
     assert passed, text
 
 
 def test_gpt_mistakes_are_named(run_check):
-    for answer, pitfall in ((SeesTheFuture, "[G6]"), (Unscaled, "[T2]")):
+    for answer, pitfall in ((SeesTheFuture, "[G6]"), (Unscaled, "[T2]"),
+                            (CachedAtPositionZero, "[G7]"), (CacheNeverAdvanced, "[G7]")):
         passed, text = run_check("gpt", answer)
         assert not passed and pitfall in text, text
 
 
 def test_an_untouched_gpt_is_not_attempted(run_check):
     class Untouched(NotebookGPT):
-        def forward(self, tokens, mask=None):
+        def forward(self, tokens, mask=None, cache=None):
             raise NotImplementedError  # your code here
 
     passed, text = run_check("gpt", Untouched)
@@ -121,9 +151,9 @@ def test_an_untouched_gpt_is_not_attempted(run_check):
 
 def loop_with_while(model, prompt, max_new, temperature=0.0, generator=None):
     """The prefill, then a while loop that stops on its own conditions."""
-    cache = [None] * len(model.blocks)
+    cache = KVCache()
     tokens, done, new = prompt, torch.zeros(len(prompt), dtype=torch.bool), 0
-    logits = cached_forward(model, prompt, cache, 0)[:, -1]
+    logits = model(prompt, cache=cache)[:, -1]
     while new < max_new and tokens.shape[1] < model.config.max_len:
         token = sample_next(logits, temperature, generator=generator)
         token = torch.where(done, torch.full_like(token, EOS_ID), token)
@@ -131,16 +161,16 @@ def loop_with_while(model, prompt, max_new, temperature=0.0, generator=None):
         done = done | (token == EOS_ID)
         if done.all():
             break
-        logits = cached_forward(model, token[:, None], cache, tokens.shape[1] - 1)[:, -1]
+        logits = model(token[:, None], cache=cache)[:, -1]
     return tokens
 
 
-def loop_at_position_zero(model, prompt, max_new, temperature=0.0, generator=None):  # G7
-    cache, out = [None] * len(model.blocks), prompt
+def loop_with_a_cache_per_step(model, prompt, max_new, temperature=0.0, generator=None):  # G7
+    out, new = prompt, prompt
     finished = torch.zeros(len(prompt), dtype=torch.bool)
-    new = prompt
     for _ in range(min(max_new, model.config.max_len - prompt.shape[1])):
-        token = sample_next(cached_forward(model, new, cache, 0)[:, -1], temperature,
+        cache = KVCache()  # "the cache of this step"
+        token = sample_next(model(new, cache=cache)[:, -1], temperature,
                             generator=generator).masked_fill(finished, EOS_ID)
         out, new = torch.cat([out, token[:, None]], 1), token[:, None]
         finished |= token == EOS_ID
@@ -150,10 +180,10 @@ def loop_at_position_zero(model, prompt, max_new, temperature=0.0, generator=Non
 
 
 def loop_without_prefill(model, prompt, max_new, temperature=0.0, generator=None):  # G8
-    cache, out = [None] * len(model.blocks), prompt
+    cache, out = KVCache(), prompt
     finished = torch.zeros(len(prompt), dtype=torch.bool)
     for _ in range(min(max_new, model.config.max_len - prompt.shape[1])):
-        logits = cached_forward(model, out[:, -1:], cache, out.shape[1] - 1)
+        logits = model(out[:, -1:], cache=cache)
         token = sample_next(logits[:, -1], temperature, generator=generator)
         token = token.masked_fill(finished, EOS_ID)
         out = torch.cat([out, token[:, None]], 1)
@@ -169,7 +199,7 @@ def test_a_loop_written_differently_passes(run_check):
 
 
 def test_loop_mistakes_are_named(run_check):
-    for answer, pitfall in ((loop_at_position_zero, "[G7]"), (loop_without_prefill, "[G8]")):
+    for answer, pitfall in ((loop_with_a_cache_per_step, "[G7]"), (loop_without_prefill, "[G8]")):
         passed, text = run_check("generate_tokens", answer)
         assert not passed and pitfall in text, text
 
@@ -178,7 +208,7 @@ def test_the_reference_loop_gives_the_same_tokens_with_and_without_the_cache():
     """The checker's reference is the cached loop: its tokens are those of the loop WITHOUT the
     cache (which the checker refuses, G10, for its calls of the model)."""
     from helpers.exercises.engine import lookup
-    from helpers.exercises.nb12_generation import generate_uncached
+    from helpers.exercises.nb12 import generate_uncached
 
     exercise = lookup("generate_tokens")
     for case in exercise.cases():

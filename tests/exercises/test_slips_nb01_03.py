@@ -332,7 +332,7 @@ def learner(**slip):
     """A forward written by hand (no helpers), with one slip."""
     s = {"scale": lambda m: math.sqrt(m.d_k), "softmax_dim": -1, "invert": False,
          "split": "ok", "merge": "ok", "w_o": True, "inputs": "qkv", "proj": "qkv",
-         "mask": "use", "ret": "out", **slip}
+         "mask": "use", "ret": "out", "key_t": (-2, -1), **slip}
 
     def forward(self, query, key, value, mask=None):
         B, Lq, _ = query.shape
@@ -347,20 +347,29 @@ def learner(**slip):
                 return t.view(t.shape[0], t.shape[1], d_k, h).permute(0, 3, 1, 2)
             if s["split"] == "none":
                 return t.unsqueeze(1)
+            if s["split"] == "reshape":  # the right shape, tokens and heads mixed
+                return t.reshape(t.shape[0], h, t.shape[1], d_k)
             return t.view(t.shape[0], t.shape[1], h, d_k).transpose(1, 2)
 
         q, k, v = (split(w(x)) for w, x in zip(proj, src, strict=True))
         if s["split"] == "none":
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_model)
         else:
-            scores = q @ k.transpose(-2, -1) / s["scale"](self)
+            scores = q @ k.transpose(*s["key_t"]) / s["scale"](self)
         if s["mask"] == "unsqueeze" and mask is not None:
             mask = mask.unsqueeze(1)
-        if mask is not None and s["mask"] != "ignore":
+        if s["mask"] == "squeeze" and mask is not None:
+            mask = mask.squeeze(1)  # (B, 1, Lk) lines up with (B, h, Lq, Lk) as (1, B, 1, Lk)
+        if s["mask"] == "times" and mask is not None:
+            scores = scores * mask
+        elif mask is not None and s["mask"] != "ignore":
             blocked = mask if s["invert"] else ~mask
             scores = scores.masked_fill(blocked, float("-inf"))
         weights = torch.nan_to_num(scores.softmax(dim=s["softmax_dim"]), 0.0)
+        if s["mask"] == "times" and mask is not None:
+            weights = weights * mask  # blocked keys 0 afterwards, but e^0 took its share
         out = weights @ v  # (B, h, Lq, d_k)
+        self.attention_weights = weights  # the figures after the check plot them
         if s["merge"] == "h2":
             out = out.reshape(B, Lq, -1)
         elif s["merge"] == "view":
@@ -394,6 +403,13 @@ MHA_SLIPS = [
     (learner(merge="w_o_first"), "merge the heads first"),
     (learner(ret="both"), "not (output, weights)"),
     (learner(merge="view"), "use .reshape"),
+    # issue 39: slips that today's catalogue named only generically, or not at all
+    (learner(split="reshape"), "[H1]"),
+    (learner(mask="squeeze"), "keep the mask's head axis"),
+    (learner(mask="unsqueeze"), "four axes"),
+    (learner(softmax_dim=1), "[A4]"),
+    (learner(mask="times"), "e^0 = 1"),
+    (learner(key_t=(1, 2)), "transpose(1, 2)"),
 ]
 
 

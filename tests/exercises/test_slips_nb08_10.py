@@ -14,7 +14,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from helpers.decoding import _attend, _keys_values, beam_step
+from helpers.attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from helpers.decoding import beam_step
 from helpers.exercises import check
 from helpers.masks import causal_mask
 from helpers.model import Transformer
@@ -427,14 +428,58 @@ def _ts_zero_at_end(model, batch, loss_fn, optimizer, scheduler, clip_norm):
     return float(loss)
 
 
-def _ts_tensor_loss(model, batch, loss_fn, optimizer, scheduler, clip_norm):
+def _ts_model_zero_grad(model, batch, loss_fn, optimizer, scheduler, clip_norm):
     model.zero_grad()
     loss = loss_fn(model, batch)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(list(model.parameters()), max_norm=clip_norm)
     optimizer.step()
     scheduler.step()
-    return loss.detach()
+    return float(loss.detach())
+
+
+def _ts_returns(what):
+    """A right step that returns ``what(loss)`` instead of loss.item()."""
+    def step(model, batch, loss_fn, optimizer, scheduler, clip_norm):
+        optimizer.zero_grad()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        _clip(model, clip_norm)
+        optimizer.step()
+        scheduler.step()
+        return what(loss)
+    return step
+
+
+def _ts_item_first(model, batch, loss_fn, optimizer, scheduler, clip_norm):
+    optimizer.zero_grad()
+    loss = loss_fn(model, batch).item()
+    loss.backward()
+    _clip(model, clip_norm)
+    optimizer.step()
+    scheduler.step()
+    return loss
+
+
+def _ts_clip_each(model, batch, loss_fn, optimizer, scheduler, clip_norm):
+    optimizer.zero_grad()
+    loss = loss_fn(model, batch)
+    loss.backward()
+    for p in model.parameters():
+        torch.nn.utils.clip_grad_norm_(p, clip_norm)
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
+
+
+def _ts_clip_fixed(model, batch, loss_fn, optimizer, scheduler, clip_norm):
+    optimizer.zero_grad()
+    loss = loss_fn(model, batch)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+    optimizer.step()
+    scheduler.step()
+    return loss.item()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -470,14 +515,16 @@ def _greedy(position=-1, fill="eos", stop="all", keep_bos=True, mask=True, steps
 
 def _bs(score=lambda sums, lp: sums[:, None] + lp, look=lambda k, n: k + n, ended_any_rank=False,
         ended_sorted=True, kept_limit=True, swap_divmod=False, swap_lists=False, eos="ends",
-        last=True):
+        last=True, split=lambda i, n, V: divmod(i, V), rank_by=None):
     def step(sums, log_probs, beam_size, eos_id, last_step=False):
         n, V = log_probs.shape
         table = score(sums, log_probs).flatten()
-        top, idx = table.topk(min(look(beam_size, n), n * V))
+        ranking = table if rank_by is None else rank_by(sums, log_probs).flatten()
+        _, idx = ranking.topk(min(look(beam_size, n), n * V))
         ended, kept = [], []
-        for rank, (value, i) in enumerate(zip(top.tolist(), idx.tolist(), strict=True)):
-            row, token = (i % n, i // n) if swap_divmod else divmod(i, V)
+        for rank, i in enumerate(idx.tolist()):
+            value = table[i].item()
+            row, token = (i % n, i // n) if swap_divmod else split(i, n, V)
             if (token == eos_id and eos != "keeps") or (last_step and last):
                 if eos == "drops" and not last_step:
                     continue
@@ -491,12 +538,42 @@ def _bs(score=lambda sums, lp: sums[:, None] + lp, look=lambda k, n: k + n, ende
     return step
 
 
+def _bs_beam_by_beam(sums, log_probs, beam_size, eos_id, last_step=False):
+    """D10 as a learner writes it: each hypothesis' best beam_size, one hypothesis after the
+    other, then the rules of the exercise on that list."""
+    candidates = []
+    for row in range(len(sums)):
+        values, tokens = (sums[row] + log_probs[row]).topk(beam_size)
+        candidates += [(row, t, v) for v, t in zip(values.tolist(), tokens.tolist(), strict=True)]
+    ended, kept = [], []
+    for rank, (row, token, value) in enumerate(candidates):
+        if token == eos_id or last_step:
+            if rank < beam_size:
+                ended.append((row, token, value))
+        elif len(kept) < beam_size:
+            kept.append((row, token, value))
+    return ended, kept
+
+
+def _bs_until_full(sums, log_probs, beam_size, eos_id, last_step=False):
+    """Endings taken until the beam is full, wherever they rank."""
+    table = (sums[:, None] + log_probs).flatten()
+    ended, kept = [], []
+    for i in table.argsort(descending=True).tolist():
+        row, token = divmod(i, log_probs.shape[1])
+        if len(kept) == beam_size or last_step and len(ended) == beam_size:
+            break
+        (ended if token == eos_id or last_step else kept).append((row, token, table[i].item()))
+    return ended, kept
+
+
 # ----------------------------------------------------------------------------------------------
 # 10: beam_search
 # ----------------------------------------------------------------------------------------------
 
 def _search(length=lambda tokens: len(tokens), bos=False, order=True, limit=True, last=True,
-            steps=0, eos_in=True, stop_first=False):
+            steps=0, eos_in=True, stop_first=False, step=beam_step, penalised_beam=False,
+            best_first=True, stop_at=None):
     def search(model, src, beam_size, max_len, bos_id, eos_id, src_mask=None,
                length_penalty=0.0):
         done = []
@@ -506,8 +583,8 @@ def _search(length=lambda tokens: len(tokens), bos=False, order=True, limit=True
             for t in range(1, max_len + 1 + steps):
                 logits = model.decode(torch.tensor(hyps), memory.expand(len(hyps), -1, -1),
                                       src_mask)[:, -1]
-                ended, kept = beam_step(sums, logits.log_softmax(-1), beam_size, eos_id,
-                                        last_step=(t == max_len) and last)
+                ended, kept = step(sums, logits.log_softmax(-1), beam_size, eos_id,
+                                   last_step=(t == max_len) and last)
                 for row, token, total in ended:
                     tokens = hyps[row] + [token]
                     tokens = tokens if bos else tokens[1:]
@@ -515,78 +592,86 @@ def _search(length=lambda tokens: len(tokens), bos=False, order=True, limit=True
                         tokens = tokens[:-1]
                     done.append((tokens, total / length(tokens) ** length_penalty
                                  if length(tokens) else total))
-                if not kept or (stop_first and ended):
+                enough = stop_at is not None and len(done) >= stop_at(beam_size)
+                if not kept or (stop_first and ended) or enough:
                     break
                 hyps = [hyps[row] + [token] for row, token, _ in kept]
-                sums = torch.tensor([total for *_, total in kept])
+                sums = torch.tensor([total / (t ** length_penalty if penalised_beam else 1)
+                                     for *_, total in kept])
         if order:
-            done.sort(key=lambda pair: -pair[1])
+            done.sort(key=lambda pair: pair[1], reverse=best_first)
         return done[:beam_size] if limit else done
     return search
 
 
+def _search_cached(reorder=True, pick=lambda hyps, rows: hyps[rows]):
+    """With the KV cache, as the reference: each step feeds only the newest tokens."""
+    def search(model, src, beam_size, max_len, bos_id, eos_id, src_mask=None,
+               length_penalty=0.0):
+        done, cache = [], KVCache()
+        with torch.no_grad():
+            memory = model.encode(src, src_mask)
+            hyps, sums = torch.tensor([[bos_id]]), torch.zeros(1)
+            for t in range(1, max_len + 1):
+                logits = model.decode(hyps[:, -1:], memory.expand(len(hyps), -1, -1), src_mask,
+                                      cache=cache)[:, -1]
+                ended, kept = beam_step(sums, logits.log_softmax(-1), beam_size, eos_id,
+                                        last_step=t == max_len)
+                done += [(hyps[row, 1:].tolist() + [token], total / t ** length_penalty)
+                         for row, token, total in ended]
+                if not kept:
+                    break
+                rows = torch.tensor([row for row, _, _ in kept])
+                hyps = torch.cat([pick(hyps, rows), torch.tensor([[tok] for _, tok, _ in kept])],
+                                 1)
+                sums = torch.tensor([total for *_, total in kept])
+                if reorder:
+                    cache.reorder(rows)
+        return sorted(done, key=lambda pair: -pair[1])[:beam_size]
+    return search
+
+
 # ----------------------------------------------------------------------------------------------
-# 10: kv_cache_decode
+# 10: kv_cache_decode (the lines the cache adds to MultiHeadAttention.forward)
 # ----------------------------------------------------------------------------------------------
 
-def _kv(extend=True, mask="right", cross="cache", store=True, dim=2, use_memory_mask=True):
-    def layer_fn(layer, x, memory, memory_mask, cache, i):
-        k, v = _keys_values(layer.self_attn, x)
-        if extend and cache.self_kv[i] is not None:
-            k = torch.cat([cache.self_kv[i][0], k], dim=dim)
-            v = torch.cat([cache.self_kv[i][1], v], dim=dim)
-        if store:
-            cache.self_kv[i] = (k, v)
-        t, T = k.shape[2], x.shape[1]
-        m = {"right": causal_mask(t)[None, None, t - T:], "none": None,
-             "2d": causal_mask(t)[t - T:], "square": causal_mask(T)[None, None],
-             "first": causal_mask(t)[None, None, :T]}[mask]
-        h = layer.norm1(x + _attend(layer.self_attn, x, k, v, m))
-        if cross == "cache":
-            if cache.cross_kv[i] is None:
-                cache.cross_kv[i] = _keys_values(layer.cross_attn, memory)
-            ck, cv = cache.cross_kv[i]
-        else:
-            ck, cv = _keys_values(layer.cross_attn, memory)
-        h = layer.norm2(h + _attend(layer.cross_attn, h, ck, cv,
-                                    memory_mask if use_memory_mask else None))
-        return layer.norm3(h + layer.feed_forward(h))
-    return layer_fn
+def _kv(extend=True, store=True, dim=2, cross="once", mask="given", past_first=True,
+        key=lambda attn: attn):
+    """A learner's cached forward, written without the course's helpers."""
+    class Cached(MultiHeadAttention):
+        def forward(self, query, key_in, value, mask_in=None, cache=None):
+            heads = lambda x: x.view(x.shape[0], -1, self.num_heads, self.d_k).transpose(1, 2)
+            q = heads(self.w_q(query))
+            past = None if cache is None else cache.kv.get(key(self))
+            if self.cross and past is not None and cross == "once":
+                k, v = past
+            else:
+                k, v = heads(self.w_k(key_in)), heads(self.w_v(value))
+                if past is not None and extend and (cross == "concatenated" or not self.cross):
+                    pairs = ((past[0], k), (past[1], v)) if past_first else ((k, past[0]),
+                                                                              (v, past[1]))
+                    k, v = (torch.cat(pair, dim=dim) for pair in pairs)
+            if cache is not None and store:
+                cache.kv[key(self)] = (k, v)
+            t, T = k.shape[2], q.shape[2]
+            m = mask_in
+            if cache is not None and not self.cross:
+                m = {"none": None, "2d": causal_mask(t)[t - T:],
+                     "square": causal_mask(T)[None, None],
+                     "first": causal_mask(t)[None, None, :T]}.get(mask, mask_in)
+            if cache is not None and mask == "all dropped":
+                m = None
+            out, _ = scaled_dot_product_attention(q, k, v, m)  # the course's (notebook 01)
+            out = out.transpose(1, 2)
+            return self.w_o(out.reshape(out.shape[0], out.shape[1], self.d_model))
+    return Cached
 
 
-def _kv_cross_swapped(layer, x, memory, memory_mask, cache, i):
-    k, v = _keys_values(layer.self_attn, x)
-    if cache.self_kv[i] is not None:
-        k = torch.cat([cache.self_kv[i][0], k], dim=2)
-        v = torch.cat([cache.self_kv[i][1], v], dim=2)
-    cache.self_kv[i] = (k, v)
-    t, T = k.shape[2], x.shape[1]
-    h = layer.norm1(x + _attend(layer.self_attn, x, k, v, causal_mask(t)[None, None, t - T:]))
-    if cache.cross_kv[i] is None:
-        cache.cross_kv[i] = _keys_values(layer.self_attn, memory)  # the wrong projections
-    h = layer.norm2(h + _attend(layer.cross_attn, h, *cache.cross_kv[i], memory_mask))
-    return layer.norm3(h + layer.feed_forward(h))
+class _KVNoCache(MultiHeadAttention):
+    """The cache ignored: forward as in notebook 03."""
 
-
-def _kv_no_residual(layer, x, memory, memory_mask, cache, i):
-    k, v = _keys_values(layer.self_attn, x)
-    if cache.self_kv[i] is not None:
-        k = torch.cat([cache.self_kv[i][0], k], dim=2)
-        v = torch.cat([cache.self_kv[i][1], v], dim=2)
-    cache.self_kv[i] = (k, v)
-    t, T = k.shape[2], x.shape[1]
-    h = layer.norm1(_attend(layer.self_attn, x, k, v, causal_mask(t)[None, None, t - T:]))
-    if cache.cross_kv[i] is None:
-        cache.cross_kv[i] = _keys_values(layer.cross_attn, memory)
-    h = layer.norm2(h + _attend(layer.cross_attn, h, *cache.cross_kv[i], memory_mask))
-    return layer.norm3(h + layer.feed_forward(h))
-
-
-def _kv_whole_layer(layer, x, memory, memory_mask, cache, i):
-    """No cache at all: the layer itself on the new positions alone."""
-    T = x.shape[1]
-    return layer(x, memory, causal_mask(T)[None, None], memory_mask)
-
+    def forward(self, query, key, value, mask=None, cache=None):
+        return super().forward(query, key, value, mask)
 
 SLIPS = {
     "transformer_decode": [
@@ -704,6 +789,11 @@ SLIPS.update({
         ("scheduler stepped twice", _ts_scheduler_twice, "once"),
         ("loss after the update", _ts_loss_after, "before the update"),
         ("clip_grad_value_", _ts_clip_value, "clip_grad_norm_"),
+        ("the loss tensor returned", _ts_returns(lambda loss: loss), "return loss.item()"),
+        ("a detached tensor returned", _ts_returns(torch.Tensor.detach), "return loss.item()"),
+        ("loss.item() before backward", _ts_item_first, "until loss.backward()"),
+        ("each parameter clipped alone", _ts_clip_each, "all gradients together"),
+        ("clipped to a fixed norm", _ts_clip_fixed, "clip_norm, the argument"),
     ],
 })
 
@@ -727,14 +817,20 @@ SLIPS.update({
          "[D1]"),
         ("log-probabilities multiplied", _bs(score=lambda sums, lp: sums[:, None] * lp), "[D1]"),
         ("not cumulative", _bs(score=lambda sums, lp: lp + 0 * sums[:, None]), "PLUS"),
+        ("ranked by the token alone", _bs(rank_by=lambda sums, lp: lp), "[D1]"),
+        ("sums + log_probs", _bs(score=lambda sums, lp: sums + lp), "sums[:, None]"),
         ("EOS kept in the beam", _bs(eos="keeps"), "[D2]"),
         ("EOS dropped", _bs(eos="drops"), "[D2]"),
+        ("beam by beam", _bs_beam_by_beam, "[D10]"),
         ("top beam_size only", _bs(look=lambda k, n: k), "further down"),
         ("endings from any rank", _bs(ended_any_rank=True), "among the beam_size best"),
+        ("endings until the beam is full", _bs_until_full, "among the beam_size best"),
         ("last step ignored", _bs(last=False), "last_step"),
         ("ended worst first", _bs(ended_sorted=False), "best first"),
         ("kept not limited", _bs(kept_limit=False), "at most beam_size"),
         ("divmod swapped", _bs(swap_divmod=True), "divmod"),
+        ("// V and % V swapped", _bs(split=lambda i, n, V: (i % V, i // V)), "the row first"),
+        ("divmod by n", _bs(split=lambda i, n, V: divmod(i, n)), "not n"),
         ("lists swapped", _bs(swap_lists=True), "(ended, kept)"),
     ],
     "beam_search": [
@@ -745,27 +841,42 @@ SLIPS.update({
         ("no last step", _search(last=False), "last_step"),
         ("EOS left out of the tokens", _search(eos_in=False), "eos_id"),
         ("no length penalty on the ranking", _search(length=lambda tokens: 1), "[D11]"),
+        ("stopped at the first ending", _search(stop_first=True), "[D3]"),
+        ("stopped at beam_size endings", _search(stop_at=lambda k: k), "[D3]"),
+        ("a step short", _search(steps=-1), "last_step"),
+        ("length with BOS", _search(length=lambda tokens: len(tokens) + 1), "<bos> out"),
+        ("worst first", _search(best_first=False), "highest first"),
+        ("length penalty on the beam's sums", _search(penalised_beam=True), "plain sums"),
+        ("finished hypotheses extended", _search(step=_bs(eos="keeps")), "[D2]"),
+        ("probabilities added", _search(step=_bs(score=lambda sums, lp: sums.exp()[:, None]
+                                                 + lp.exp())), "[D1]"),
+        ("candidates beam by beam", _search(step=_bs_beam_by_beam), "[D10]"),
+        ("divmod swapped", _search(step=_bs(swap_divmod=True)), "divmod"),
+        ("endings from any rank", _search(step=_bs(ended_any_rank=True)), "beam_size best"),
+        ("the cache not reordered", _search_cached(reorder=False), "cache.reorder"),
+        ("the tokens not reordered", _search_cached(pick=lambda hyps, rows: hyps), "tokens[rows]"),
     ],
     "kv_cache_decode": [
         ("cache replaced", _kv(extend=False), "[D8]"),
-        ("no mask", _kv(mask="none"), "[D9]"),
+        ("cache never stored", _kv(store=False), "cache.kv[self] = (k, v)"),
+        ("the cache ignored", _KVNoCache, "cache.kv[self] = (k, v)"),
+        ("concatenated on the wrong axis", _kv(dim=1), "dim=2"),
+        ("the new keys first", _kv(past_first=False), "come first"),
+        ("memory keys recomputed", _kv(cross="every call"), "[D13]"),
+        ("memory keys recomputed and appended", _kv(cross="concatenated"), "[D13]"),
+        ("one entry for all layers", _kv(key=lambda attn: attn.cross), "cache.kv[self]"),
+        ("no mask with a cache", _kv(mask="none"), "[D9]"),
+        ("every mask dropped with a cache", _kv(mask="all dropped"), "memory_mask"),
         ("2-D mask", _kv(mask="2d"), "[D12]"),
         ("square mask", _kv(mask="square"), "(1, 1, T, t + T)"),
-        ("first rows of the mask", _kv(mask="first"), "last T rows"),
-        ("memory keys recomputed", _kv(cross="every step"), "[D13]"),
-        ("no memory mask", _kv(use_memory_mask=False), "memory_mask"),
-        ("cache never stored", _kv(store=False), "cache.self_kv[i] = (k, v)"),
-        ("concatenated on the wrong axis", _kv(dim=1), "dim=2"),
-        ("self-attention projections for the memory", _kv_cross_swapped, "cross_attn"),
-        ("no residual", _kv_no_residual, "[L2]"),
-        ("the layer without the cache", _kv_whole_layer, "cache.self_kv[i] = (k, v)"),
+        ("first rows of the mask", _kv(mask="first"), "LAST T"),
     ],
 })
 
 RIGHT = {
     "greedy_decode": [("written otherwise", _greedy())],
     "beam_step": [("written otherwise", _bs())],
-    "beam_search": [("without the cache", _search())],
+    "beam_search": [("without the cache", _search()), ("with the cache", _search_cached())],
     "kv_cache_decode": [("written otherwise", _kv())],
     "label_smoothed_nll": [
         ("F.nll_loss and a mean", lambda logits, labels, epsilon, ignore_index: (
@@ -784,7 +895,8 @@ RIGHT = {
     ],
     "train_step": [
         ("zero_grad at the end", _ts_zero_at_end),
-        ("model.zero_grad, a 0-d tensor back", _ts_tensor_loss),
+        ("model.zero_grad, float(loss.detach())", _ts_model_zero_grad),
+        ("loss.item() returned via a helper", _ts_returns(lambda loss: loss.item())),
     ],
     "transformer_decode": [
         ("embed, then decoder", _decoder(lambda self, tgt, memory, src_mask=None, tgt_mask=None:

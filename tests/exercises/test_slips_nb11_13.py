@@ -12,11 +12,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from helpers.data import EOS_ID, PAD_ID
-from helpers.gpt import cached_forward, gpt_block, sample_next
+from helpers.attention import KVCache
+from helpers.generation import sample_next
+from helpers.gpt import Block
 from helpers.layers import LayerNorm, layer_stack
 from helpers.masks import causal_mask
-from helpers.modern import rope_angles
-from helpers.positional import PositionalEncoding
+from helpers.positional import PositionalEncoding, rope_angles
 
 # ---- notebook 11 ------------------------------------------------------------------------------
 
@@ -123,53 +124,73 @@ def _named(run_check, name, cases, right):
 
 # ---- notebook 12: generate_tokens --------------------------------------------------------------
 
-def _loop(step_start, prefill="whole", uncached=False):
-    """A learner's loop: the prefill, then one token per step at ``step_start(out, P, i)``."""
+def _loop(prefill="whole", uncached=False, cache_per_step=False, refeed=False, greedy=False,
+          stop=lambda done: done.all(), steps=lambda max_new, room: min(max_new, room)):
+    """A learner's loop: the prefill, then one token per step with the model's KVCache."""
     def loop(model, prompt, max_new, temperature=0.0, generator=None):
-        cache, out, P = [None] * len(model.blocks), prompt, prompt.shape[1]
+        cache, out, P = KVCache(), prompt, prompt.shape[1]
         done = torch.zeros(len(prompt), dtype=torch.bool)
-        for i in range(min(max_new, model.config.max_len - P)):
+        for i in range(steps(max_new, model.config.max_len - P)):
             if uncached:
                 logits = model(out)
             elif i == 0 and prefill == "one by one":
                 for t in range(P):
-                    logits = cached_forward(model, out[:, t:t + 1], cache, start=t)
+                    logits = model(out[:, t:t + 1], cache=cache)
+            elif i == 0 and prefill == "then the last token":
+                model(out, cache=cache)
+                logits = model(out[:, -1:], cache=cache)
             elif i == 0:
-                logits = cached_forward(model, out, cache, start=0)
+                logits = model(out, cache=cache)
             else:
-                logits = cached_forward(model, out[:, -1:], cache, start=step_start(out, P, i))
-            token = sample_next(logits[:, -1], temperature, generator=generator)
+                new = out if refeed else out[:, -1:]
+                logits = model(new, cache=KVCache() if cache_per_step else cache)
+            token = (logits[:, -1].argmax(-1) if greedy
+                     else sample_next(logits[:, -1], temperature, generator=generator))
             token = torch.where(done, torch.full_like(token, EOS_ID), token)
             out = torch.cat([out, token.unsqueeze(1)], dim=1)
             done = done | (token == EOS_ID)
-            if done.all():
+            if stop(done):
                 break
         return out
     return loop
 
 
 GENERATE = [
-    (_loop(lambda out, P, i: out.shape[1]), "is one off"),
-    (_loop(lambda out, P, i: out.shape[1] - 2), "is one off"),
-    (_loop(lambda out, P, i: P + i), "is one off"),
-    (_loop(lambda out, P, i: i), "forgets the prompt"),
-    (_loop(lambda out, P, i: i - 1), "forgets the prompt"),
-    (_loop(lambda out, P, i: 0), "[G7]"),
-    (_loop(lambda out, P, i: out.shape[1] - 1, prefill="one by one"), "[G9]"),
-    (_loop(None, uncached=True), "[G10]"),
+    (_loop(cache_per_step=True), "[G7]"),
+    (_loop(prefill="one by one"), "[G9]"),
+    (_loop(uncached=True), "[G10]"),
+    (_loop(refeed=True), "stored twice"),
+    (_loop(greedy=True), "greedy at temperature 0"),
+    (_loop(prefill="then the last token"), "the prefill's last row of logits"),
+    (_loop(stop=lambda done: bool(done[0])), "[D6]"),
+    (_loop(stop=lambda done: False), "[D6]"),
+    (_loop(steps=lambda max_new, room: min(max_new, room - 1)), "positions 0 ... max_len-1"),
 ]
 
 
+def loop_by_size(model, prompt, max_new, temperature=0.0, generator=None):
+    """The prefill and the steps told apart by the cache's length."""
+    cache, out = KVCache(), prompt
+    done = torch.zeros(len(prompt), dtype=torch.bool)
+    for _ in range(min(max_new, model.config.max_len - out.size(1))):
+        logits = model(out if cache.length == 0 else out[:, cache.length:], cache=cache)
+        token = sample_next(logits[:, -1], temperature, generator=generator)
+        token = token.masked_fill(done, EOS_ID)
+        out, done = torch.cat([out, token[:, None]], 1), done | (token == EOS_ID)
+        if done.all():
+            break
+    return out
+
+
 def test_generate_tokens_slips_are_named(run_check):
-    _named(run_check, "generate_tokens", GENERATE,
-           [_loop(lambda out, P, i: P + i - 1), _loop(lambda out, P, i: out.size(1) - 1)])
+    _named(run_check, "generate_tokens", GENERATE, [_loop(), loop_by_size])
 
 
-def recompute_with_cached_forward(model, prompt, max_new, temperature=0.0, generator=None):
-    """No cache kept: cached_forward on the whole sequence with a fresh cache at every step."""
+def recompute_with_a_fresh_cache(model, prompt, max_new, temperature=0.0, generator=None):
+    """No cache kept: the whole sequence with a fresh KVCache at every step."""
     out, done = prompt, torch.zeros(len(prompt), dtype=torch.bool)
     for _ in range(min(max_new, model.config.max_len - prompt.shape[1])):
-        logits = cached_forward(model, out, [None] * len(model.blocks), 0)
+        logits = model(out, cache=KVCache())
         token = sample_next(logits[:, -1], temperature, generator=generator)
         token = token.masked_fill(done, EOS_ID)
         out, done = torch.cat([out, token[:, None]], 1), done | (token == EOS_ID)
@@ -179,7 +200,7 @@ def recompute_with_cached_forward(model, prompt, max_new, temperature=0.0, gener
 
 
 def test_recomputing_without_the_cache_is_refused_though_its_tokens_are_right(run_check):
-    passed, text = run_check("generate_tokens", recompute_with_cached_forward)
+    passed, text = run_check("generate_tokens", recompute_with_a_fresh_cache)
     assert not passed and "[G10]" in text and "calls (tokens fed, start)" in text, text
 
 
@@ -272,6 +293,9 @@ CONTINUATION = [
     (lambda p, a: (p + a, [PAD_ID] * (len(p) - 1) + a + [PAD_ID]), "is a label only"),
     (lambda p, a: (p + a, [PAD_ID] * (len(p) - 1) + a), "is a label only"),
     (example_extends_the_prompt, "changes the caller's list"),
+    (lambda p, a: ((p + a)[:-1], [PAD_ID] * (len(p) - 1) + (p + a)[len(p) + 1:] + [PAD_ID]),
+     "not t + 2"),
+    (lambda p, a: ((p + a)[:-1], [PAD_ID] * (len(p) - 1) + [p[-1]] + a[:-1]), "[T1]"),
 ]
 
 
@@ -301,7 +325,7 @@ class NotebookGPT(nn.Module):
         self.config = config
         self.embed = nn.Embedding(vocab_size, config.d_model)
         self.positional = PositionalEncoding(config.d_model, config.max_len, config.dropout)
-        self.blocks = layer_stack(lambda: gpt_block(config), config.num_layers)
+        self.blocks = layer_stack(lambda: Block(config), config.num_layers)
         self.final_norm = LayerNorm(config.d_model) if config.norm_first else nn.Identity()
         self.head = nn.Linear(config.d_model, vocab_size)
         self.head.weight = self.embed.weight
@@ -313,8 +337,8 @@ def _gpt(forward, init=None):
     return type("MyGPT", (NotebookGPT,), body)
 
 
-def _embed(self, tokens):
-    return self.positional(self.embed(tokens) * math.sqrt(self.config.d_model))
+def _embed(self, tokens, start=0):
+    return self.positional(self.embed(tokens) * math.sqrt(self.config.d_model), start)
 
 
 def _future_hidden(tokens):
@@ -322,9 +346,9 @@ def _future_hidden(tokens):
     return torch.tril(torch.ones(L, L, dtype=torch.bool)).view(1, 1, L, L)
 
 
-def _stack(self, x, mask):
+def _stack(self, x, mask, cache=None):
     for block in self.blocks:
-        x = block(x, mask)
+        x = block(x, mask, cache)
     return x
 
 
@@ -461,9 +485,41 @@ def gpt_mask_or(self, tokens, mask=None):
     return self.head(self.final_norm(_stack(self, _embed(self, tokens), mask)))
 
 
-def gpt_right(self, tokens, mask=None):
-    mask = _future_hidden(tokens) if mask is None else mask
-    return self.head(self.final_norm(_stack(self, _embed(self, tokens), mask)))
+def gpt_right(self, tokens, mask=None, cache=None):
+    start = cache.length if cache else 0
+    if mask is None:
+        mask = causal_mask(start + tokens.shape[1])[start:].unsqueeze(0).unsqueeze(0)
+    x = _stack(self, _embed(self, tokens, start), mask, cache)
+    if cache:
+        cache.length += tokens.shape[1]
+    return self.head(self.final_norm(x))
+
+
+def gpt_cached_at_zero(self, tokens, mask=None, cache=None):
+    L, start = tokens.shape[1], (cache.length if cache else 0)
+    mask = causal_mask(start + L)[None, None, -L:] if mask is None else mask
+    x = _stack(self, _embed(self, tokens), mask, cache)  # the positions from 0 again
+    if cache:
+        cache.length += L
+    return self.head(self.final_norm(x))
+
+
+def gpt_cache_kept_from_blocks(self, tokens, mask=None, cache=None):
+    L, start = tokens.shape[1], (cache.length if cache else 0)
+    mask = causal_mask(start + L)[None, None, -L:] if mask is None else mask
+    x = _stack(self, _embed(self, tokens, start), mask)
+    if cache:
+        cache.length += L
+    return self.head(self.final_norm(x))
+
+
+def gpt_cache_mask_of_new_tokens(self, tokens, mask=None, cache=None):
+    L, start = tokens.shape[1], (cache.length if cache else 0)
+    mask = causal_mask(L)[None, None] if mask is None else mask
+    x = _stack(self, _embed(self, tokens, start), mask, cache)
+    if cache:
+        cache.length += L
+    return self.head(self.final_norm(x))
 
 
 def untied_init(self, vocab_size, config):
@@ -471,10 +527,14 @@ def untied_init(self, vocab_size, config):
     self.head = nn.Linear(config.d_model, vocab_size)  # "my own output layer"
 
 
-def gpt_mask_and_causal(self, tokens, mask=None):
-    causal = _future_hidden(tokens)
+def gpt_mask_and_causal(self, tokens, mask=None, cache=None):
+    L, start = tokens.shape[1], (0 if cache is None else cache.length)
+    causal = torch.ones(L, start + L, dtype=torch.bool).tril(start)[None, None]
     mask = causal if mask is None else mask & causal
-    return self.head(self.final_norm(_stack(self, _embed(self, tokens), mask)))
+    x = _stack(self, _embed(self, tokens, start), mask, cache)
+    if cache is not None:
+        cache.length = start + L
+    return self.head(self.final_norm(x))
 
 
 GPT_SLIPS = [
@@ -502,6 +562,9 @@ GPT_SLIPS = [
     (_gpt(gpt_right, untied_init), "self.head.weight = self.embed.weight"),
     (_gpt(gpt_blocks_called), "not a module you can call"),
     (_gpt(gpt_mask_or), "test `mask is None`"),
+    (_gpt(gpt_cached_at_zero), "[G7]"),
+    (_gpt(gpt_cache_kept_from_blocks), "pass the cache on"),
+    (_gpt(gpt_cache_mask_of_new_tokens), "start + L keys"),
 ]
 
 
@@ -868,6 +931,10 @@ RANK_BATCH = [
     (lambda o, s, r, w, b: o[s * b:(s + 1) * b][::w], "every rank took the same"),
     (lambda o, s, r, w, b: o[s * b + r:b:w], "ENDS at"),
     (lambda o, s, r, w, b: o[s * b:(s + 1) * b].chunk(w)[r], "round-robin"),
+    # every rank the same part of the block: S3, never "a valid split"
+    (lambda o, s, r, w, b: o[s * b:s * b + b // w], "[S3]"),
+    (lambda o, s, r, w, b: o[s * b:(s + 1) * b].chunk(w)[0], "every rank took the same"),
+    (lambda o, s, r, w, b: o[s * b:(s + 1) * b].view(-1, w)[:, 0], "[S3]"),
 ]
 
 
@@ -940,6 +1007,26 @@ def copies_back(model):
             p.grad.copy_(g / dist.get_world_size())
 
 
+def frozen_all_reduced(model):  # no `if p.grad is not None`: a frozen parameter's is None
+    for p in model.parameters():
+        dist.all_reduce(p.grad)
+        p.grad /= dist.get_world_size()
+
+
+def frozen_divided_first(model):
+    for p in model.parameters():
+        p.grad /= dist.get_world_size()
+        dist.all_reduce(p.grad)
+
+
+def frozen_flat(model):
+    grads = [p.grad for p in model.parameters()]
+    flat = torch.cat([g.flatten() for g in grads])
+    dist.all_reduce(flat)
+    for g, average in zip(grads, (flat / dist.get_world_size()).split([g.numel() for g in grads])):
+        g.copy_(average.view_as(g))
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("all-reduce check")
 def test_average_gradients_slips_are_named(run_check):
@@ -950,4 +1037,7 @@ def test_average_gradients_slips_are_named(run_check):
         (reduces_the_weights, "you all-reduced the weights"),
         (sums_only, "[S5]"),
         (divides_only, "without it each rank keeps"),
+        (frozen_all_reduced, "a frozen parameter (requires_grad=False) gets no gradient"),
+        (frozen_divided_first, "Skip it, `if p.grad is not None:`"),
+        (frozen_flat, "its p.grad is None"),
     ], [averages_with_avg, copies_back])

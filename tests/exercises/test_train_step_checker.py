@@ -9,7 +9,7 @@ from helpers.training import train_step
 
 
 def step_written_differently(model, batch, loss_fn, optimizer, scheduler, clip_norm):
-    """Correct, in another style: gradients zeroed in place, clipping by hand, a 0-d tensor."""
+    """Correct, in another style: gradients zeroed in place, clipping by hand, float()."""
     for p in model.parameters():
         if p.grad is not None:
             p.grad.zero_()
@@ -21,7 +21,7 @@ def step_written_differently(model, batch, loss_fn, optimizer, scheduler, clip_n
         p.grad.mul_(scale)
     optimizer.step()
     scheduler.step()
-    return loss.detach()
+    return float(loss.detach())
 
 
 def test_reference_and_another_correct_step_pass(run_check):
@@ -55,3 +55,19 @@ def test_a_nan_loss_and_a_wrong_return_are_reported(run_check):
 def test_the_step_sees_a_fresh_model_every_time(run_check):
     """Two checks in a row give the same verdict: nothing leaks from one run to the next."""
     assert run_check("train_step", train_step)[0] and run_check("train_step", train_step)[0]
+
+
+def test_a_step_that_returns_the_loss_tensor_is_refused_with_its_hint(run_check):
+    """The exercise asks for a float: the loss tensor (graph and all) is refused by name."""
+    def tensor_back(model, batch, loss_fn, optimizer, scheduler, clip_norm):
+        optimizer.zero_grad()
+        loss = loss_fn(model, batch)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        optimizer.step()
+        scheduler.step()
+        return loss
+
+    ok, out = run_check("train_step", tensor_back)
+    assert ok is False and "got a tensor of shape ()" in out
+    assert "return loss.item(), a float, not the loss tensor" in out

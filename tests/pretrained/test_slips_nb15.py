@@ -385,3 +385,40 @@ def test_enough_slips_per_exercise():
         counts[exercise] = counts.get(exercise, 0) + 1
     assert counts["load_marian"] >= 15 and counts["interleave_halves"] >= 6
     assert counts["marian_decoder_inputs"] >= 6
+
+
+# ----------------------------------------------------------------------------------------------
+# A strict load that fails: torch's error reaches the learner with the keys it names
+# ----------------------------------------------------------------------------------------------
+
+def _strict(weights_of):
+    """A learner's load_marian whose strict load_state_dict gets ``weights_of(config, sd)``."""
+    def load(config, sd):
+        model = build(config)
+        model.load_state_dict(weights_of(config, sd, model))
+        return model.eval()
+    return load
+
+
+def _all_but_bias(config, sd, model):
+    return {name: sd[their_name(name)] for name in model.state_dict() if name != "generator.bias"}
+
+
+STRICT = [
+    ("the bias left out", _all_but_bias, ['Missing key(s) in state_dict: "generator.bias"']),
+    ("the bias under Marian's name", lambda c, sd, m: {**_all_but_bias(c, sd, m),
+                                                       "final_logits_bias": sd["final_logits_bias"]},
+     ['Missing key(s) in state_dict: "generator.bias"',
+      'Unexpected key(s) in state_dict: "final_logits_bias"']),
+    ("the bias as (1, V)", lambda c, sd, m: {**_all_but_bias(c, sd, m),
+                                             "generator.bias": sd["final_logits_bias"]},
+     ["size mismatch for generator.bias: copying a param with shape torch.Size([1, 11])"]),
+]
+
+
+@pytest.mark.parametrize("label, weights_of, shown", STRICT, ids=[s[0] for s in STRICT])
+def test_a_failed_strict_load_names_its_keys(label, weights_of, shown):
+    ok, out = run_check("load_marian", _strict(weights_of))
+    assert not ok and "RuntimeError: Error(s) in loading state_dict for Transformer:" in out, out
+    for piece in shown:
+        assert piece in out, out
