@@ -41,8 +41,10 @@ module              what it holds                               notebook
                     ``translate`` and its scores, the shipped
                     translators, notebook 14's names
 ``figures``         drawing only, one module per notebook       all
-``exercises``       ``check`` and ``solution``; one module per  all
-                    notebook; ``pitfalls``: the classic bugs
+``exercises``       ``check``, ``use`` and ``solution``; one    all
+                    module per notebook, each slip an edit of
+                    the reference; ``pitfalls``: the classic
+                    bugs and their hints
 ``course``          the course's tooling: setup cell, version   all
                     check; ``tools`` (re-execution, assets);
                     ``sync`` (marked cells from ``helpers/``);

@@ -24,7 +24,6 @@ from .checks import (
     check_tensor,
     head_size,
 )
-from .positional import apply_rope, rope_angles
 
 
 def scaled_dot_product_attention(query, key, value, mask=None, dropout=None):
@@ -138,6 +137,7 @@ class MultiHeadAttention(nn.Module):
             k = split_heads(self.w_k(key), self.num_heads)  # (B, h, Lk, d_k)
             v = split_heads(self.w_v(value), self.num_heads)  # (B, h, Lk, d_k)
             if self.rope:  # rotated at their positions: after the cached ones, if any
+                from helpers.positional import apply_rope, rope_angles  # notebook 12's, loaded here
                 start = 0 if past is None else past[0].shape[2]
                 q = apply_rope(q, rope_angles(q.shape[2], self.d_k, start=start).to(q.device))
                 k = apply_rope(k, rope_angles(k.shape[2], self.d_k, start=start).to(k.device))
