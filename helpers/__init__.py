@@ -41,7 +41,7 @@ module              what it holds                               notebook
                     ``translate`` and its scores, the shipped
                     translators, notebook 14's names
 ``figures``         drawing only, one module per notebook       all
-``exercises``       ``check``, ``use`` and ``solution``; one    all
+``exercises``       ``check`` (``use=True``) and ``solution``;  all
                     module per notebook, each slip an edit of
                     the reference; ``pitfalls``: the classic
                     bugs and their hints

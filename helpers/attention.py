@@ -70,15 +70,12 @@ def merge_heads(x: torch.Tensor) -> torch.Tensor:
 
 
 class KVCache:
-    """What decoding has computed at earlier steps, kept for the next ones (notebook 10).
-
-    ``kv[attention]``: the keys and values ``(B, h, Lk, d_k)`` of one attention module. A
-    self-attention's grow by the new positions at every step; a cross-attention's are the
-    memory's, computed at the first step and reused. ``length``: the target positions so far."""
+    """What decoding keeps from earlier steps (notebook 10). ``kv[attention]``: one attention
+    module's keys and values ``(B, h, Lk, d_k)``: a self-attention's grow by the new positions at
+    every step, a cross-attention's are the memory's, computed once. ``length``: positions done."""
 
     def __init__(self):
-        self.kv = {}  # MultiHeadAttention module -> (keys, values)
-        self.length = 0
+        self.kv, self.length = {}, 0  # MultiHeadAttention module -> (keys, values); positions
         self.memory = None  # the encoder output that the cross-attention entries come from
 
     def reorder(self, index: torch.Tensor) -> None:
@@ -88,8 +85,7 @@ class KVCache:
 
     def check_memory(self, memory: torch.Tensor) -> None:
         """Keep the first step's ``memory``; later steps must pass the same numbers (beam search
-        passes ``memory.expand(n, -1, -1)``, a view of them), not another source's, whose
-        cross-attention keys and values are not in the cache."""
+        passes a view of them, ``memory.expand``), not another source's."""
         if self.memory is None:
             self.memory = memory
         elif (memory.data_ptr() != self.memory.data_ptr()  # where its numbers are stored

@@ -57,25 +57,21 @@ class GPTConfig:
 
 
 class Block(nn.Module):
-    """One GPT block, built from ``config``: self-attention (rotary or not) and a feed-forward
-    network, each through :func:`residual_sublayer` with its norm (pre-norm by default)."""
+    """A GPT block from ``config``: self-attention and feed-forward, each via residual_sublayer."""
 
     def __init__(self, config: GPTConfig):
         super().__init__()
         c, norm = config, (RMSNorm if config.norm == "rms" else LayerNorm)
-        self.norm_first = c.norm_first
         self.self_attn = MultiHeadAttention(c.d_model, c.num_heads, c.dropout,
                                             rope=c.positions == "rope")
-        if c.ffn == "swiglu":  # 2/3 of d_ff per matrix: three matrices, the ReLU network's size
-            self.feed_forward = SwiGLU(c.d_model, 2 * c.d_ff // 3, c.dropout)
-        else:
-            self.feed_forward = FeedForward(c.d_model, c.d_ff, c.dropout)
-        self.norm1, self.norm2 = norm(c.d_model), norm(c.d_model)
+        self.feed_forward = (  # SwiGLU: 3 matrices of 2/3 d_ff, the ReLU network's size
+            SwiGLU(c.d_model, 2 * c.d_ff // 3, c.dropout) if c.ffn == "swiglu"
+            else FeedForward(c.d_model, c.d_ff, c.dropout))
+        self.norm_first, self.norm1, self.norm2 = c.norm_first, norm(c.d_model), norm(c.d_model)
         self.dropout1, self.dropout2 = nn.Dropout(c.dropout), nn.Dropout(c.dropout)
 
     def forward(self, x: torch.Tensor, mask=None, cache=None) -> torch.Tensor:
-        """``x (B, L, d_model)``; ``mask`` broadcasts to ``(B, h, L, Lk)``; ``cache``: a
-        ``KVCache`` (``x`` holds the new positions only)."""
+        """``x (B, L, d_model)``, the new positions only with a ``KVCache`` as ``cache``."""
         def self_attention(y):
             return self.dropout1(self.self_attn(y, y, y, mask, cache))
 

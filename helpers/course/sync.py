@@ -62,7 +62,7 @@ MANIFEST = {
         ("layers", ["residual_sublayer"], "residual_sublayer"),
     ],
     "05_encoder": [("layers", ["EncoderLayer"], "encoder_layer"),
-                   ("layers", ["layer_stack", "Encoder"])],
+                   ("layers", ["layer_stack"]), ("layers", ["Encoder"])],
     "06_masks": [("masks", ["causal_mask"], "causal_mask"),
                  ("masks", ["padding_mask"], "padding_mask")],
     "07_decoder": [("exercises/nb07", ["cross_attention"], "cross_attention"),
@@ -98,7 +98,6 @@ MANIFEST = {
         ("layers", ["SwiGLU"]),
         ("positional", ["rope_angles"]),
         ("positional", ["apply_rope"], "apply_rope"),
-        ("attention", ["MultiHeadAttention"]),
     ],
     "13_scaling_up": [
         ("distributed", ["rank_loss"], "rank_loss"),
@@ -125,7 +124,7 @@ MANIFEST = {
 # Definitions shown again in a later notebook, and why (each is written once, in helpers/).
 SHOWN_AGAIN = {
     "attention.MultiHeadAttention": "notebook 03 teaches it; notebook 10 shows it again for the "
-    "lines the KV cache adds (its exercise), notebook 12 for the rotary positions' lines",
+    "lines the KV cache adds (its exercise)",
 }
 
 # Public definitions of the core that no notebook shows, and why.

@@ -1,20 +1,21 @@
-"""Exercise checkers for the notebooks: ``check``, ``use`` and ``solution``.
+"""Exercise checkers for the notebooks: ``check`` and ``solution``.
 
 In a notebook::
 
-    from helpers.exercises import check, solution, use
+    from helpers.exercises import check, solution
 
     def my_causal_mask(size):
         raise NotImplementedError  # your code here
 
-    check("causal_mask", my_causal_mask)        # prints one message, returns True or False
-    mask = use("causal_mask", my_causal_mask)  # or: check, then yours if it passed, else ours
-    solution("causal_mask")                     # prints the reference code
+    check("causal_mask", my_causal_mask)  # prints one message, returns True or False
+    mask = check("causal_mask", my_causal_mask, use=True)  # yours once it passes, else ours
+    solution("causal_mask")  # prints the reference code
 
 A class exercise (``multi_head_attention``, ``encoder_layer``, ...) gives the ``__init__`` and
 asks for ``forward``: ``check`` builds your class, loads the reference's weights into it (strict)
-and compares outputs. ``use`` is how a notebook's later cells run your answer once it passes; an
-untouched stub hands on the course's definition, so the notebook still runs top to bottom.
+and compares outputs. ``use=True`` is how a notebook's later cells run your answer once it
+passes; an untouched stub hands on the course's definition, so the notebook still runs top to
+bottom.
 
 How ``check`` works:
 
@@ -38,7 +39,7 @@ none), in a background thread that Python cannot stop: restart the kernel if it 
 unknown exercise name raises ``ValueError`` listing the known ones. Everything printed is
 deterministic, so nbval can compare it; the global random state is left untouched.
 
-The package: ``engine`` (``Case``, ``Pitfall``, ``Exercise``, ``slip``, ``check``, ``use``,
+The package: ``engine`` (``Case``, ``Pitfall``, ``Exercise``, ``slip``, ``check``,
 ``solution``, and ``MODULES``: which module holds which exercise, imported on first use);
 ``compare`` (how answers are compared, the messages); ``cases`` (shared case builders);
 ``pitfalls`` (the classic bugs by id and their hints); ``nb00`` ... ``nb15``, one module per
@@ -47,8 +48,7 @@ notebook with its slips and cases in a dict ``EXERCISES``. To add an exercise: a
 ``tests/exercises`` pick it up.
 """
 
-from .engine import (TIME_LIMIT, Case, Exercise, Pitfall, all_exercises, check, slip,
-                     solution, use)
+from .engine import TIME_LIMIT, Case, Exercise, Pitfall, all_exercises, check, slip, solution
 
-__all__ = ["check", "use", "solution", "all_exercises", "Exercise", "Pitfall", "Case", "slip",
+__all__ = ["check", "solution", "all_exercises", "Exercise", "Pitfall", "Case", "slip",
            "TIME_LIMIT"]

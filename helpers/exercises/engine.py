@@ -209,7 +209,7 @@ class Exercise:
     # For answers that are not tensors (a dict of pair counts, a list of merges):
     # ``compare(expected, given) -> Problem | None``, used instead of the tensor comparison.
     compare: Callable | None = None
-    # What :func:`use` hands on while the learner's answer does not pass (default: reference).
+    # What ``check(..., use=True)`` hands on until the learner's answer passes (default: reference).
     runs_as: Callable | None = None
     # What a right answer must also do for the cells after it (keep ``attention_weights``):
     # ``requires(fn) -> what is missing, or None``, asked once every output is right.
@@ -241,14 +241,21 @@ def all_exercises() -> dict[str, Exercise]:
 # Public API
 # ----------------------------------------------------------------------------------------------
 
-def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
+def check(name: str, fn: Callable, time_limit: float | None = None, *, use: bool = False):
     """Run ``fn`` against the reference of exercise ``name``; print one message; True if right.
 
     ``time_limit``: seconds per call of ``fn`` (default: the exercise's own, else ``TIME_LIMIT``;
-    ``math.inf``: none).
+    ``math.inf``: none). ``use=True``: return what the cells below should run instead of True or
+    False, ``fn`` once it passes, else the course's own definition, and print one more sentence
+    saying which.
     Never raises for a wrong answer. Raises ``ValueError`` only for an unknown exercise name or
     a time limit that is not a positive number.
     """
+    passed = _check(name, fn, time_limit)
+    return _handed_on(name, fn, passed) if use else passed
+
+
+def _check(name: str, fn: Callable, time_limit: float | None) -> bool:
     exercise = lookup(name)
     limit = time_limit if time_limit is not None else exercise.time_limit or TIME_LIMIT
     if isinstance(limit, bool) or not isinstance(limit, (int, float)) or not limit > 0:
@@ -320,10 +327,9 @@ def check(name: str, fn: Callable, time_limit: float | None = None) -> bool:
     return False
 
 
-def use(name: str, fn: Callable, time_limit: float | None = None) -> Callable:
-    """:func:`check`, then what the cells below should run: ``fn`` once it passes, else the
-    course's own definition. Prints one sentence saying which."""
-    passed = check(name, fn, time_limit)
+def _handed_on(name: str, fn: Callable, passed: bool) -> Callable:
+    """What the cells after ``check(..., use=True)`` run: ``fn`` once it passes, else the
+    course's own definition; one sentence says which."""
     if passed:
         print(f"   ➡️  From here on, the cells below run your `{fn.__name__}`.")
         return fn

@@ -243,3 +243,21 @@ def test_a_reference_that_fails_is_named_and_not_kept(run_check, monkeypatch):
     monkeypatch.setattr(engine, "_call", real_call)
     ok, out = run_check("causal_mask", right)
     assert ok, out  # the next check computes the reference again
+
+
+def test_check_with_use_hands_on_the_answer_once_it_passes(capsys):
+    from helpers.attention import scaled_dot_product_attention
+    from helpers.exercises import check
+
+    def my_attention(q, k, v, mask=None):
+        raise NotImplementedError
+
+    assert check("scaled_dot_product_attention", my_attention, use=True) \
+        is scaled_dot_product_attention
+    assert "Until yours passes, the cells below run the course's" in capsys.readouterr().out
+
+    def yours(q, k, v, mask=None):
+        return scaled_dot_product_attention(q, k, v, mask)
+
+    assert check("scaled_dot_product_attention", yours, use=True) is yours
+    assert "From here on, the cells below run your `yours`" in capsys.readouterr().out

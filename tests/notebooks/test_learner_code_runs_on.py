@@ -1,7 +1,7 @@
 """The learner's code runs on: once an answer passes its check, the cells after it use it.
 
-A notebook hands an answer on with ``name = use("exercise", my_answer)``
-(:func:`helpers.exercises.use`): the answer if it passes, the course's definition otherwise. Here
+A notebook hands an answer on with ``name = check("exercise", my_answer, use=True)``: the
+answer if it passes, the course's definition otherwise. Here
 each answer's cell is followed by a correct answer that counts its calls (the course's definition,
 wrapped), the notebook runs top to bottom, and the later cells must have called it. With the
 stored stubs, the same cells run the course's definition (the stored outputs, under nbval).
@@ -19,13 +19,13 @@ import pytest
 from helpers.exercises.engine import MODULES
 
 ROOT = Path(__file__).resolve().parents[2]
-USE = re.compile(r'^(\w+) = use\("(\w+)", (\w+)\)', re.MULTILINE)
+USE = re.compile(r'^(\w+) = check\("(\w+)", (\w+), use=True\)', re.MULTILINE)
 # Notebooks cheap enough for the README's command; every other notebook runs in the slow tier.
 FAST = {"01_attention", "03_multi_head_attention"}
 
 
 def handed_on(notebook: dict) -> list:
-    """``(cell index, name below, exercise, the learner's name)`` of every ``use`` call."""
+    """``(cell index, name below, exercise, learner's name)`` of each ``check(..., use=True)``."""
     found = []
     for index, cell in enumerate(notebook["cells"]):
         if cell["cell_type"] == "code":
@@ -91,7 +91,7 @@ def test_required_answers_run_on(stem):
     notebook = json.loads((ROOT / "notebooks" / f"{stem}.ipynb").read_text())
     used = {exercise for _, _, exercise, _ in handed_on(notebook)}
     assert REQUIRED[stem] <= used, f"{stem}: hand {sorted(REQUIRED[stem] - used)} on with " \
-                                   "`name = use(\"exercise\", my_answer)`"
+                                   "`name = check(\"exercise\", my_answer, use=True)`"
 
 
 def test_every_use_names_a_known_exercise():

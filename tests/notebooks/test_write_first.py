@@ -10,7 +10,7 @@ under). A cell holds one of them when it defines it by name with a real body (a 
 has the reference's body (docstring aside): the answer copied under another name. Calling
 ``solution(name)`` before the learner's cell prints the answer too.
 
-The learner's cell is the code cell, at or before the first ``check("name", fn)`` (or ``use``),
+The learner's cell is the code cell, at or before the first ``check("name", fn)``,
 that defines ``fn``. A reference cell is one whose first line is a ``#@title Reference answer``
 (the marked cells of ``helpers/course/sync.py``'s manifest that name an exercise), or the first
 cell after the check that defines an asked-for definition; collapsed means
@@ -290,7 +290,7 @@ def exercises(notebook) -> list:
     cells, seen, found = notebook["cells"], set(), []
     trees = {i: parse(c) for i, c in enumerate(cells) if c["cell_type"] == "code"}
     for index in sorted(trees):
-        for name, learner in calls(trees[index], "check") + calls(trees[index], "use"):
+        for name, learner in calls(trees[index], "check"):
             if name in seen:
                 continue
             seen.add(name)

@@ -28,7 +28,7 @@ def test_stub_check_note_then_the_collapsed_reference():
     stub, checked, note, reference = CELLS[i - 3:i + 1]
     assert source(stub).startswith("def my_load_marian(config, state_dict):")
     assert source(stub).rstrip().endswith("raise NotImplementedError  # your code here")
-    assert source(checked) == 'load = use("load_marian", my_load_marian)'
+    assert source(checked) == 'load = check("load_marian", my_load_marian, use=True)'
     assert note["cell_type"] == "markdown" and "Show code" in source(note)
     assert reference["metadata"]["cellView"] == "form"
     assert reference["metadata"]["jupyter"] == {"source_hidden": True}
