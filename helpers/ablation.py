@@ -1,7 +1,5 @@
 """Removing attention heads from a trained model, to measure which ones it needs (an ablation).
-Taught in notebook 11.
-
-Shapes: ``B`` batch, ``L`` positions, ``h`` heads of ``d_k`` features each.
+Taught in notebook 11. Shapes: ``B`` batch, ``L`` positions, ``h`` heads of ``d_k`` features.
 """
 
 import contextlib

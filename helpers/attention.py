@@ -1,15 +1,9 @@
-"""Scaled dot-product attention (notebook 01) and multi-head attention (notebook 03).
+"""Scaled dot-product attention (notebook 01; section 3.2 of the paper: ``softmax(Q K^T /
+sqrt(d_k)) V``) and :class:`MultiHeadAttention` (notebook 03), which computes every attention of
+the course, with a :class:`KVCache` (notebook 10) and rotary positions (notebook 12) as options.
 
-Paper: Vaswani et al. (2017), "Attention Is All You Need", section 3.2, equation (1):
-``Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V``.
-
-Masks are boolean and **True means "may attend"** (the ``F.scaled_dot_product_attention``
-convention). Shapes: ``B`` batch, ``h`` heads, ``Lq`` queries, ``Lk`` keys, ``d_k`` head size.
-
-One class computes every attention of the course: :class:`MultiHeadAttention` serves the
-encoder's and the decoder's self-attention, cross-attention and the GPT's, in training and in
-cached decoding (notebook 10: a :class:`KVCache`), with rotary positions as an option
-(``rope=True``, notebook 12).
+Masks are boolean, **True = may attend**. Shapes: ``B`` batch, ``h`` heads, ``Lq`` queries,
+``Lk`` keys, ``d_k`` head size.
 """
 
 import math

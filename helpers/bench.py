@@ -4,16 +4,9 @@
     python -m helpers.bench --skip-notebooks   # only the model measurements (about a minute)
     python -m helpers.bench --notebooks        # only the notebook table (--notebooks 09 14: two)
 
-It prints: 1. our training step vs the same weights on PyTorch's modules (``to_torch``); 2. greedy
-decoding with vs without the KV cache on a batch of 64 sentences (for one sentence, Python
-overhead dominates this tiny model's steps); 3. beam search of width 4 vs greedy; 4. the peak
-memory of training; 5. our BPE encoder (notebook 14) vs Hugging Face's ``tokenizers`` on the same
-merges, ids checked equal; 6. each notebook's "run all" time beside its limit
-(``NOTEBOOK_LIMITS``); 7. with ``--threads``: notebooks 09 and 10 on 1 and 2 torch threads.
-
-Each comparison times its two sides in turn (``Ratio``), so that a slow moment of a shared machine
-falls on both, and prints the median ratio with its spread; compare ratios, not absolute numbers,
-between machines. This is a script, not a test: shared machines are too noisy for timed tests.
+Each comparison times its two sides in turn (:class:`Ratio`) and prints the median ratio with its
+spread: compare ratios, not absolute numbers, between machines. A script, not a test: shared
+machines are too noisy for timed tests.
 """
 
 import argparse
@@ -35,8 +28,7 @@ from .translation import CORPUS_ARGS, load_translator, make_corpus
 from .utils import get_device, set_seed
 
 ROOT = Path(__file__).resolve().parents[1]
-# Seconds that "run all" of a notebook may take on one core: notebook 09 trains the translator
-# live (the training is its lesson) and 13 starts training processes; every other one a minute.
+# Seconds that "run all" of a notebook may take on one core (09 trains live, 13 starts processes)
 NOTEBOOK_LIMITS = {"09": 90, "13": 90}
 DEFAULT_NOTEBOOK_LIMIT = 60
 
@@ -57,9 +49,7 @@ def _seconds(fn) -> float:
 
 
 class Ratio:
-    """Two sides timed in turn, ``repeats`` times each after a warm-up, so that a slow moment of
-    a shared machine falls on both: the median of each side, and the median and spread
-    (smallest, largest) of the ratios ``a / b`` of the runs paired in time."""
+    """Two sides timed in turn: the median of each, and the median and spread of ``a / b``."""
 
     def __init__(self, a, b, repeats: int = 10, warmup: int = 2):
         for _ in range(warmup):
@@ -102,19 +92,20 @@ class TorchCore(nn.Module):
         return ours.generator(x)
 
 
-def training_step_fn(model, batch, pad_id=PAD_ID):
+def training_step_fn(model, batch):
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4)
 
     def step():
         logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)
-        loss = label_smoothed_nll(logits, batch.tgt_out, 0.1, ignore_index=pad_id)
+        loss = label_smoothed_nll(logits, batch.tgt_out, 0.1, ignore_index=PAD_ID)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
     return step
 
 
-def bench_training(corpus, config, device, batch_size=128):
+def bench_training(corpus, config, device, batch_size=128) -> float:
+    """Item 1: our training step vs ``to_torch``'s; returns our step's peak memory (MiB)."""
     encoded = encode_pairs(corpus.train, corpus.src_vocab, corpus.tgt_vocab)
     batch = next(iter(batches(encoded, batch_size, seed=0))).to(device)
     set_seed(0)
@@ -128,32 +119,45 @@ def bench_training(corpus, config, device, batch_size=128):
     step_ours()
     peak = (torch.cuda.max_memory_allocated() / 2**20 if device.type == "cuda"
             else (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024)
-    return Ratio(step_ours, training_step_fn(theirs, batch), repeats=15), peak, batch_size
+    step = Ratio(step_ours, training_step_fn(theirs, batch), repeats=15)
+    print(f"\n1. training step (batch {batch_size}, {config.num_layers}+{config.num_layers} layers,"
+          f" d_model {config.d_model})")
+    print(f"   ours {step.a * 1e3:8.1f} ms   to_torch {step.b * 1e3:8.1f} ms   "
+          f"ratio ours / torch = {step}  (target <= 1.05)")
+    return peak
 
 
-BATCH = 64
+def bench_cache(model, corpus, device, batch_size=64):
+    """Item 2: greedy decoding with vs without the KV cache, on a batch of sentences."""
+    encoded = encode_pairs(corpus.test[:batch_size], corpus.src_vocab, corpus.tgt_vocab)
+    batch = next(iter(batches(encoded, batch_size, shuffle=False))).to(device)
+    print("\n2. greedy decoding, KV cache vs recomputation "
+          f"(a batch of {batch_size} test sentences)")
+
+    def run(n, cached):  # eos_id=-1 is never produced, so every one of the n steps runs
+        return greedy_decode(model, batch.src, n, BOS_ID, -1, batch.src_mask, use_cache=cached)
+
+    for n in (16, 32, 64):
+        cache = Ratio(lambda n=n: run(n, False), lambda n=n: run(n, True), 7, 1)
+        print(f"   {n:3d} tokens: cache {cache.b * 1e3:7.1f} ms   no cache "
+              f"{cache.a * 1e3:7.1f} ms   speed-up {cache}"
+              + ("  (target >= 8)" if n == 64 else ""))
 
 
-def bench_cache(model, src, src_mask, lengths=(16, 32, 64)):
-    rows = []
-    for n in lengths:
-        # eos_id=-1 is never produced, so every one of the n steps runs
-        def run(n, cached):
-            return greedy_decode(model, src, n, BOS_ID, -1, src_mask, use_cache=cached)
-        rows.append((n, Ratio(lambda n=n: run(n, False), lambda n=n: run(n, True), 7, 1)))
-    return rows
-
-
-def bench_beam(model, sentences, src_vocab, device, width=4, max_len=30):
-    sources = [torch.tensor([[*src_vocab.encode(s)]], device=device) for s in sentences]
-    return Ratio(lambda: [beam_search(model, s, width, max_len, BOS_ID, EOS_ID) for s in sources],
-                 lambda: [greedy_decode(model, s, max_len, BOS_ID, EOS_ID) for s in sources],
-                 5, 1), len(sources)
+def bench_beam(model, corpus, device, width=4, max_len=30):
+    """Item 3: beam search vs greedy decoding, sentence by sentence."""
+    sources = [torch.tensor([[*corpus.src_vocab.encode(en)]], device=device)
+               for en, _ in corpus.test[:20]]
+    beam = Ratio(lambda: [beam_search(model, s, width, max_len, BOS_ID, EOS_ID) for s in sources],
+                 lambda: [greedy_decode(model, s, max_len, BOS_ID, EOS_ID) for s in sources], 5, 1)
+    n = len(sources)
+    print(f"\n3. beam search width {width} vs greedy (per sentence, {n} test sentences)")
+    print(f"   greedy {beam.b / n * 1e3:7.1f} ms   beam {beam.a / n * 1e3:7.1f} ms   "
+          f"cost ratio {beam}  (target <= 1.25)")
 
 
 def bench_tokens(corpus, vocab_size=1000):
-    """Seconds to encode the test split's sentences: our BPE (``tokenize`` word by word, no
-    cache, as a learner writes it) and ``tokenizers`` trained to the same merges."""
+    """Item 5: our BPE (learner-style: no cache) vs ``tokenizers`` with the same merges."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
     from . import tokens
@@ -181,20 +185,16 @@ def bench_tokens(corpus, vocab_size=1000):
 
     if encode_ours() != encode_theirs():
         raise AssertionError("our BPE and tokenizers disagree on the test split")
-    return Ratio(encode_ours, encode_theirs, repeats=3, warmup=1), len(sentences)
+    encoding = Ratio(encode_ours, encode_theirs, repeats=3, warmup=1)
+    print(f"\n5. subword tokens: encoding {len(sentences)} test sentences, the same merges and ids")
+    print(f"   learner-style BPE {encoding.a * 1e3:7.1f} ms   tokenizers {encoding.b * 1e3:7.1f} ms"
+          f"   ratio ours / tokenizers = {encoding}")
 
 
 def execute_notebook(nb, cwd, kernel_name: str = "python3", timeout: int = 300, env=None):
-    """Run every cell of the notebook ``nb`` (a ``nbformat`` node) in a new kernel started in
-    ``cwd``, in place. Raises ``nbclient.exceptions.CellExecutionError`` naming the failing cell,
-    or ``CellTimeoutError`` after ``timeout`` seconds in one cell.
-
-    ``jupyter nbconvert --execute`` can stall at an ``interact`` cell until its timeout: while it
-    waits for a cell's reply, nbclient mimics the front end's Output widget and sends the widget's
-    state back to the kernel, which can swallow the notice of a reply that has just arrived. With
-    ``widget_registry = {}`` nothing is sent back during the wait, and the outputs that a front end
-    would show inside the widget are kept as the cell's own outputs.
-    """
+    """Run every cell of the notebook ``nb`` in place, in a new kernel started in ``cwd``.
+    ``widget_registry = {}``: nbclient sends no Output widget state back while it waits (which
+    can swallow a reply and stall an ``interact`` cell), and keeps those outputs as the cell's."""
     from nbclient import NotebookClient
 
     client = NotebookClient(nb, timeout=timeout, kernel_name=kernel_name,
@@ -205,8 +205,7 @@ def execute_notebook(nb, cwd, kernel_name: str = "python3", timeout: int = 300, 
 
 
 def bench_notebooks(threads: int = 1, names=None):
-    """Seconds to execute each notebook top to bottom, one at a time, with ``threads`` torch
-    threads in the kernel; ``names`` keeps only the notebooks whose file name contains one."""
+    """``(name, seconds, ok)`` of each notebook named with one of ``names``, on ``threads``."""
     import os
 
     import nbformat
@@ -235,11 +234,10 @@ def print_notebook_table(names=None):
     for name, seconds, ok in bench_notebooks(names=names):
         total += seconds
         limit = notebook_limit(name)
-        within = "within" if seconds <= limit else "OVER"
         if seconds > limit:
             over.append(name)
-        print(f"   {name:<40} {seconds:6.1f} s  {within} its {limit} s  "
-              f"{'ok' if ok else 'FAILED'}")
+        print(f"   {name:<40} {seconds:6.1f} s  {'OVER' if seconds > limit else 'within'} its "
+              f"{limit} s  {'ok' if ok else 'FAILED'}")
     print(f"   {'all notebooks':<40} {total:6.1f} s;  over their limit: {over or 'none'}")
 
 
@@ -259,41 +257,15 @@ def main(argv=None):
     device = get_device()
     print(f"device: {device}, torch {torch.__version__}, threads: {torch.get_num_threads()}")
     corpus = make_corpus(**CORPUS_ARGS)
-    config = TransformerConfig.small()
-
-    step, peak, batch_size = bench_training(corpus, config, device)
-    print(f"\n1. training step (batch {batch_size}, {config.num_layers}+{config.num_layers} layers,"
-          f" d_model {config.d_model})")
-    print(f"   ours {step.a * 1e3:8.1f} ms   to_torch {step.b * 1e3:8.1f} ms   "
-          f"ratio ours / torch = {step}  (target <= 1.05)")
-
+    peak = bench_training(corpus, TransformerConfig.small(), device)
     model = load_translator(device=device).model.eval()  # the shipped, trained model
-    encoded = encode_pairs(corpus.test[:BATCH], corpus.src_vocab, corpus.tgt_vocab)
-    batch = next(iter(batches(encoded, BATCH, shuffle=False))).to(device)
-    src, src_mask = batch.src, batch.src_mask
-    print(f"\n2. greedy decoding, KV cache vs recomputation (a batch of {BATCH} test sentences)")
-    for n, cache in bench_cache(model, src, src_mask):
-        print(f"   {n:3d} tokens: cache {cache.b * 1e3:7.1f} ms   no cache "
-              f"{cache.a * 1e3:7.1f} ms   speed-up {cache}"
-              + ("  (target >= 8)" if n == 64 else ""))
-
-    sentences = [en for en, _ in corpus.test[:20]]
-    beam, n = bench_beam(model, sentences, corpus.src_vocab, device)
-    print(f"\n3. beam search width 4 vs greedy (per sentence, {n} test sentences)")
-    print(f"   greedy {beam.b / n * 1e3:7.1f} ms   beam {beam.a / n * 1e3:7.1f} ms   "
-          f"cost ratio {beam}  (target <= 1.25)")
-
+    bench_cache(model, corpus, device)
+    bench_beam(model, corpus, device)
     kind = "CUDA allocated" if device.type == "cuda" else "growth of peak RSS"
     print(f"\n4. peak memory of training ({kind}): {peak:.0f} MiB")
-
-    encoding, n = bench_tokens(corpus)
-    print(f"\n5. subword tokens: encoding {n} test sentences, the same merges and ids")
-    print(f"   learner-style BPE {encoding.a * 1e3:7.1f} ms   tokenizers {encoding.b * 1e3:7.1f} ms"
-          f"   ratio ours / tokenizers = {encoding}")
-
+    bench_tokens(corpus)
     if not args.skip_notebooks:
         print_notebook_table()
-
     if args.threads:
         print("\n7. notebooks 09 and 10 with 1 and 2 torch threads (one kernel at a time)")
         one, two = (bench_notebooks(n, ["09_", "10_"]) for n in (1, 2))

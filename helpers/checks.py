@@ -1,10 +1,6 @@
-"""Input checks shared by every module: bad input gets a ValueError or TypeError that names what
-was expected and what was given, before torch fails deep inside (or, worse, broadcasts it into a
-silent wrong answer).
-
-Only shapes and dtypes are compared, so the checks cost microseconds: no tensor is scanned for bad
-ids (:func:`ids_in_vocabulary` reads them after a lookup failed) or for NaN (``train`` stops at
-the first non-finite loss instead).
+"""Input checks shared by every module: a ValueError or TypeError naming what was expected and
+what was given, before torch fails deep inside or broadcasts into a silent wrong answer. Only
+shapes and dtypes are compared (microseconds); values are read only after a lookup failed.
 """
 
 import contextlib
@@ -49,12 +45,9 @@ def _axes(layout: str):
 
 
 def check_tensor(x, where: str, layout: str, dtype=None, **sizes) -> None:
-    """``x`` must be a tensor with the axes of ``layout`` (e.g. ``"(B, L, d_model)"``), none
-    of them empty; ``sizes`` fixes some of them (``d_model=64``; None: any), as does a number
-    in the layout (``"(B, 1, 1, L)"``).
-
-    ``dtype``: None (any), ``"float"`` (any floating point), one ``torch.dtype`` or a tuple.
-    """
+    """``x`` must be a tensor with the axes of ``layout`` (``"(B, 1, 1, L)"``), none empty,
+    some fixed by ``sizes`` (``d_model=64``; None: any); ``dtype``: None (any), ``"float"``, one
+    ``torch.dtype`` or a tuple."""
     names, fixed = _axes(layout)
     if not torch.is_tensor(x):
         hint = "; convert it with torch.from_numpy(x)" if type(x).__module__ == "numpy" else ""
@@ -88,18 +81,14 @@ def check_projection_inputs(query, key, value, d_model: int, dtype) -> None:
 
 
 def check_token_ids(tokens, name: str) -> None:
-    """``tokens (B, L)``: integer ids (shape and dtype; the values are read only by
-    :func:`ids_in_vocabulary`, after a lookup failed)."""
+    """``tokens (B, L)``: integer ids (shape and dtype only)."""
     check_tensor(tokens, f"Transformer: {name} (token ids)", "(B, L)", TOKEN_DTYPES)
 
 
 @contextlib.contextmanager
 def ids_in_vocabulary(tokens, vocab_size: int, name: str):
-    """Around ``embedding(tokens)``: an id outside ``0 .. vocab_size - 1`` gets a clear error.
-
-    The ids are read only after ``nn.Embedding`` refused one (an ``IndexError`` on the CPU), so
-    a right call costs nothing. On a GPU, torch reports a bad id itself, as a device-side assert.
-    """
+    """Around ``embedding(tokens)``: an id outside ``0 .. vocab_size - 1`` gets a clear error,
+    once ``nn.Embedding`` refused it (on a GPU, torch's device-side assert reports it)."""
     try:
         yield
     except IndexError:
@@ -127,9 +116,7 @@ def check_labels(logits, labels, epsilon: float) -> None:
 
 @contextlib.contextmanager
 def labels_in_vocabulary(labels, vocab_size: int, ignore_index: int):
-    """Around ``log_probs.gather(labels)``: a label outside ``0 .. vocab_size - 1`` (other than
-    ``ignore_index``) gets a clear error. As :func:`ids_in_vocabulary`, the labels are read only
-    after ``gather`` refused one."""
+    """Around ``log_probs.gather(labels)``: a clear error for a label that it refused."""
     try:
         yield
     except RuntimeError as error:
@@ -165,10 +152,8 @@ def _broadcasts(shape, target) -> bool:
     """Does ``shape`` broadcast to ``target`` (sizes equal or 1, counted from the right)?"""
     if len(shape) > len(target):
         return False
-    for s, t in zip(shape, target[len(target) - len(shape):], strict=True):
-        if s != 1 and s != t:
-            return False
-    return True
+    tail = target[len(target) - len(shape):]
+    return all(s in (1, t) for s, t in zip(shape, tail, strict=True))
 
 
 def _broadcast_shape(*shapes):
@@ -189,14 +174,8 @@ def _expected_masks(target, names) -> str:
 
 def check_scores_mask(mask, scores_shape, where: str, names=None) -> None:
     """``mask`` (or None) must be a bool tensor with as many axes as the attention scores
-    ``scores_shape = (..., Lq, Lk)``, each of its sizes equal to the scores' or 1.
-
-    Why exactly as many axes, whatever the sizes: a mask with fewer axes would be lined up
-    from the right, so a ``(B, L)`` padding mask would read as ``(Lq, Lk)`` whenever the batch
-    size equals the number of queries, and silently hide the wrong keys. Refusing every 2-D
-    mask for 4-D scores (not just the ones whose sizes look suspicious) makes a call work or
-    fail for its shapes alone, never for the batch size it happens to get.
-    """
+    ``(..., Lq, Lk)``, each size equal to the scores' or 1. Exactly as many: a ``(B, L)`` padding
+    mask would read as ``(Lq, Lk)`` whenever B equals Lq, and hide the wrong keys."""
     if mask is None:
         return
     scores_shape = tuple(scores_shape)
@@ -232,11 +211,8 @@ def check_scores_mask(mask, scores_shape, where: str, names=None) -> None:
 
 
 def check_mask(mask, batch: int, lq: int, lk, where: str, heads=None) -> None:
-    """``mask`` (or None) must suit attention scores ``(batch, heads, lq, lk)``.
-
-    ``heads=None`` accepts any head axis (the attention module checks it); ``lk=None`` any
-    number of keys (a KV cache adds keys the caller does not count).
-    """
+    """``mask`` (or None) must suit attention scores ``(batch, heads, lq, lk)``; ``heads=None``
+    accepts any head axis, ``lk=None`` any number of keys (a KV cache adds keys)."""
     if mask is None:
         return
     own = tuple(mask.shape) if torch.is_tensor(mask) else ()

@@ -1,15 +1,9 @@
-"""Translation by continuation (notebook 12): the GPT's data, its training, notebook 12's two
-shipped models, and the block variants compared.
-
-The translator becomes one sequence, ``<bos> the cat eats <sep> le chat mange <eos>``, that the
-model learns to continue; the loss counts the French part only (``labels`` is ``PAD_ID``
-elsewhere). Notebook 12's two trained models (the GPT and notebook 09's encoder-decoder, on one
-budget) ship in ``assets/nb12_models.pt``: :func:`load_models`, retrained by
-:func:`retrain_models`. :func:`compare_blocks` trains every block variant of :data:`VARIANTS`.
+"""Translation by continuation (notebook 12): the GPT learns to continue ``<bos> the cat eats
+<sep> le chat mange <eos>``, its loss on the French part only. Also notebook 12's two shipped
+models (``assets/nb12_models.pt``) and the block variants compared.
 """
 
 import dataclasses
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +11,7 @@ from typing import NamedTuple
 
 import torch
 
-from .data import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, Vocab, pad
+from .data import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, Vocab, pad, shuffled_chunks
 from .generation import generate
 from .gpt import GPT, GPTConfig
 from .masks import causal_mask, padding_mask
@@ -80,24 +74,19 @@ def continuation_loss(model: GPT, batch: ContinuationBatch, label_smoothing: flo
 
 
 def continuation_batches(pairs: list, vocab: Vocab, batch_size: int, seed: int = 0):
-    """Endless :class:`ContinuationBatch` es of ``pairs``, reshuffled every epoch (seeded); only
-    full batches, so there must be at least ``batch_size`` pairs."""
+    """Endless :class:`ContinuationBatch` es of ``pairs``, reshuffled every epoch (seeded)."""
     if not 1 <= batch_size <= len(pairs):  # no full batch: the loop would never yield
         raise ValueError(f"continuation_batches: batch_size={batch_size} needs between 1 and "
                          f"len(pairs) = {len(pairs)} pairs per batch")
-    rng, order = random.Random(seed), list(range(len(pairs)))
-    while True:
-        rng.shuffle(order)
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            yield continuation_batch([pairs[i] for i in order[start:start + batch_size]], vocab)
+    for chunk in shuffled_chunks(pairs, batch_size, seed):
+        yield continuation_batch(chunk, vocab)
 
 
 def train_gpt(corpus, config: GPTConfig, steps: int = 600, batch_size: int = 128,
               warmup: int = 200, lr_scale: float = 1.0, seed: int = 0, progress: bool = True,
               max_seconds=None, on_step=None):
-    """A fresh :class:`GPT` trained on ``corpus.train`` by continuation, as notebook 09 trains
-    the encoder-decoder (Adam with the warm-up schedule, clipping at 1). Returns
-    ``(model in eval mode, vocab, losses)``."""
+    """``(model in eval mode, vocab, losses)``: a :class:`GPT` trained on ``corpus.train`` by
+    continuation, as notebook 09 trains the encoder-decoder."""
     vocab = joint_vocab(corpus.src_vocab, corpus.tgt_vocab)
     set_seed(seed)
     model = GPT(len(vocab), config)
@@ -113,8 +102,6 @@ def continue_translations(model: GPT, sentences: list, vocab: Vocab, **options) 
     outputs = generate(model, prompt_ids(sentences, vocab), options.pop("max_new", 20), **options)
     return [vocab.decode(ids) for ids in outputs]
 
-
-# ---- Notebook 12's two trained models, shipped in assets/ -------------------------------------
 
 MODELS_PATH = Path(__file__).resolve().parents[1] / "assets" / "nb12_models.pt"
 MODELS_BUDGET = {"steps": 200, "batch_size": 64, "seed": 0}  # notebook 12's BUDGET, for both
@@ -132,43 +119,9 @@ class TrainedModels(NamedTuple):
     metadata: dict
 
 
-def train_models(corpus, steps: int = 200, batch_size: int = 64, seed: int = 0,
-                 progress: bool = False) -> TrainedModels:
-    """Notebook 12's section 4: the GPT (``GPTConfig()``) and notebook 09's encoder-decoder
-    (``TransformerConfig.small()``), both without dropout, on the same budget and seed."""
-    budget = {"steps": steps, "batch_size": batch_size, "seed": seed, "progress": progress}
-    start = time.perf_counter()
-    gpt, vocab, gpt_losses = train_gpt(corpus, GPTConfig(dropout=0.0), **budget)
-    ed_config = dataclasses.replace(TransformerConfig.small(), dropout=0.0)
-    encoder_decoder, ed_losses = train_translator(corpus, ed_config, **budget)
-    metadata = {"budget": {"steps": steps, "batch_size": batch_size, "seed": seed},
-                "train_seconds": round(time.perf_counter() - start, 1),
-                "torch_threads": torch.get_num_threads(),
-                "cpu_capability": torch.backends.cpu.get_cpu_capability()}  # ATEN_CPU_CAPABILITY
-    return TrainedModels(gpt, vocab, gpt_losses, encoder_decoder, ed_losses, ed_config, metadata)
-
-
-def save_models(models: TrainedModels, path, src_vocab: Vocab, tgt_vocab: Vocab) -> None:
-    """Both models as plain types (configs, token lists, weights, loss histories), for
-    :func:`load_models`' safe ``torch.load(weights_only=True)``."""
-    def weights(model):
-        return {k: v.detach().cpu() for k, v in model.state_dict().items()}
-
-    torch.save({"format": 1,
-                "gpt": {"config": dataclasses.asdict(models.gpt.config),
-                        "vocab": list(models.vocab.tokens), "state_dict": weights(models.gpt),
-                        "losses": [float(v) for v in models.gpt_losses]},
-                "encoder_decoder": {"config": dataclasses.asdict(models.ed_config),
-                                    "src_vocab": list(src_vocab.tokens),
-                                    "tgt_vocab": list(tgt_vocab.tokens),
-                                    "state_dict": weights(models.encoder_decoder),
-                                    "losses": [float(v) for v in models.ed_losses]},
-                "metadata": dict(models.metadata)}, path)
-
-
 def load_models(path=MODELS_PATH) -> TrainedModels:
-    """Notebook 12's two trained models (``assets/nb12_models.pt``), in eval mode, on the CPU.
-    ``metadata["src_vocab"]`` and ``["tgt_vocab"]`` are the encoder-decoder's vocabularies."""
+    """Notebook 12's two trained models, in eval mode; the encoder-decoder's vocabularies are
+    ``metadata["src_vocab"]`` and ``["tgt_vocab"]``."""
     saved = torch.load(path, map_location="cpu", weights_only=True)
     g, e = saved["gpt"], saved["encoder_decoder"]
     gpt, vocab = GPT(len(g["vocab"]), GPTConfig(**g["config"])), Vocab(g["vocab"])
@@ -183,19 +136,35 @@ def load_models(path=MODELS_PATH) -> TrainedModels:
 
 
 def retrain_models(path=None, progress: bool = True) -> dict:
-    """Retrain notebook 12's two models from scratch on the course's corpus (``CORPUS_ARGS``,
-    ``MODELS_BUDGET``), save them to ``path`` (default ``assets/nb12_models.pt``) and return
-    their metadata: ``python -m helpers.course --retrain-asset nb12``."""
+    """Retrain notebook 12's GPT and encoder-decoder (no dropout, one budget), save them as plain
+    types to ``path`` (default :data:`MODELS_PATH`) and return their metadata."""
     corpus = make_corpus(**CORPUS_ARGS)
-    models = train_models(corpus, **MODELS_BUDGET, progress=progress)
-    metadata = {"corpus": dict(CORPUS_ARGS), **models.metadata,
-                "gpt_final_loss": models.gpt_losses[-1], "ed_final_loss": models.ed_losses[-1]}
-    save_models(models._replace(metadata=metadata), path or MODELS_PATH, corpus.src_vocab,
-                corpus.tgt_vocab)
+    start = time.perf_counter()
+    gpt, vocab, gpt_losses = train_gpt(corpus, GPTConfig(dropout=0.0), **MODELS_BUDGET,
+                                       progress=progress)
+    ed_config = dataclasses.replace(TransformerConfig.small(), dropout=0.0)
+    encoder_decoder, ed_losses = train_translator(corpus, ed_config, **MODELS_BUDGET,
+                                                  progress=progress)
+    metadata = {"corpus": dict(CORPUS_ARGS), "budget": dict(MODELS_BUDGET),
+                "train_seconds": round(time.perf_counter() - start, 1),
+                "torch_threads": torch.get_num_threads(),
+                "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # ATEN_CPU_CAPABILITY
+                "gpt_final_loss": gpt_losses[-1], "ed_final_loss": ed_losses[-1]}
+
+    def weights(model):
+        return {k: v.detach().cpu() for k, v in model.state_dict().items()}
+
+    torch.save({"format": 1,
+                "gpt": {"config": dataclasses.asdict(gpt.config), "vocab": list(vocab.tokens),
+                        "state_dict": weights(gpt), "losses": [float(v) for v in gpt_losses]},
+                "encoder_decoder": {"config": dataclasses.asdict(ed_config),
+                                    "src_vocab": list(corpus.src_vocab.tokens),
+                                    "tgt_vocab": list(corpus.tgt_vocab.tokens),
+                                    "state_dict": weights(encoder_decoder),
+                                    "losses": [float(v) for v in ed_losses]},
+                "metadata": metadata}, path or MODELS_PATH)
     return metadata
 
-
-# ---- The block variants, compared ----------------------------------------------------------------
 
 # Each variant changes GPTConfig's defaults (pre-norm, LayerNorm, ReLU, sinusoidal positions).
 VARIANTS = {
@@ -218,10 +187,10 @@ def split_by_length(corpus, max_words: int):
 
 
 def compare_blocks(corpus, variants: dict = VARIANTS, seeds=(0, 1, 2), steps: int = 300,
-             batch_size: int = 64, **config) -> list:
-    """Train every variant with every seed; one row each: ``final_loss`` (the mean loss of the
-    last 20 steps, or of all of them when fewer ran), ``exact_match`` (% of ``corpus.test`` translated exactly, greedy), ``seconds``
-    of training and ``parameters``. ``config``: changes to every variant's GPTConfig."""
+                   batch_size: int = 64, **config) -> list:
+    """Train every variant with every seed; one row each: ``final_loss`` (the mean of the last
+    20 steps' losses), ``exact_match`` (% of ``corpus.test`` translated exactly, greedy),
+    ``seconds`` of training and ``parameters``. ``config``: changes to every variant's GPTConfig."""
     rows = []
     for name, changes in variants.items():
         for seed in seeds:

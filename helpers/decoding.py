@@ -1,7 +1,5 @@
-"""Greedy decoding, beam search and the KV cache. Taught in notebook 10.
-
-Both decoders run the model in eval mode under ``torch.no_grad()`` (and restore its mode after),
-and neither excludes any token id from generation.
+"""Greedy decoding, beam search and the KV cache. Taught in notebook 10. Both decoders run the
+model in eval mode under ``torch.no_grad()`` and exclude no token id.
 """
 
 import contextlib
@@ -20,8 +18,7 @@ def check_source(src, src_mask):
 
 
 def check_limits(model, src, max_len, bos_id, eos_id, beam_size=None) -> None:
-    """Whole numbers >= 1, lengths that fit the positional table, and a ``bos_id`` of the target
-    vocabulary: checked before decoding, not after minutes of it."""
+    """Sizes >= 1, lengths within the positional table and the special ids, before decoding."""
     check_special_ids(model, bos_id, eos_id)
     sizes = {"max_len": max_len} if beam_size is None else {"beam_size": beam_size,
                                                               "max_len": max_len}
@@ -36,9 +33,8 @@ def check_limits(model, src, max_len, bos_id, eos_id, beam_size=None) -> None:
 
 
 def check_special_ids(model, bos_id, eos_id) -> None:
-    """``bos_id``, fed to the decoder, must be an id of the target vocabulary; ``eos_id`` an int
-    (one outside the vocabulary is never produced: decoding runs all ``max_len`` steps, which
-    the timing cells of notebooks 10 and 15 use)."""
+    """``bos_id`` must be an id of the target vocabulary, ``eos_id`` an int (one outside it
+    is never produced: notebooks 10 and 15 time all ``max_len`` steps so)."""
     for name, value in (("bos_id", bos_id), ("eos_id", eos_id)):
         if not isinstance(value, int) or isinstance(value, bool):  # int(...) of a NumPy id
             raise TypeError(f"decoding: {name} must be a token id (an int), got {value!r}")

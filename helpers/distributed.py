@@ -4,24 +4,11 @@
     python -m helpers.distributed --single --steps 50 --batch-size 64  # the same, one process
     python -m helpers.distributed --bench  # steps/s: 1 vs 2 processes, float32 vs bfloat16
 
-Each of the W processes ("ranks") holds a whole copy of the model. A step of global batch B:
-
-1. data: every rank draws the same seeded permutation of the training pairs
-   (``DistributedSampler``) and takes its B / W pairs of each block of B: together the ranks
-   see exactly the batch that one process (W = 1) sees at that step;
-2. loss: each rank adds up its token losses and divides by the token count of the *global*
-   batch (all-reduced), times W, because DDP averages the gradients (:func:`rank_loss`);
-3. gradients: during ``backward`` DDP all-reduces them, so every rank clips and applies the
-   same gradients to the same weights, and the copies stay identical. ``--by-hand`` leaves
-   DDP out and averages them after ``backward`` (:func:`average_gradients`).
-
-``--accumulate k`` runs each rank's B / W pairs through forward and backward in k pieces, with
-``model.no_sync()`` (no all-reduce) for all but the last; ``--bf16`` runs the forward under
-``torch.autocast`` in bfloat16. ``--fsdp`` replaces DDP by FSDP (``fully_shard``): each rank
-keeps only its 1/W of the weights, gradients and optimizer state, and gathers a layer's weights
-just when it needs them; ``--save DIR`` writes a sharded checkpoint with
-``torch.distributed.checkpoint`` (each rank its own shard) that one process can load (both in
-:mod:`helpers.fsdp`). Shapes: ``b`` pairs in a piece, ``T`` target length, ``V`` target vocabulary.
+Each of the W ranks holds a copy of the model and takes B / W pairs of each global batch of B;
+DDP all-reduces the gradients during ``backward`` (``--by-hand``: after it), so the copies stay
+identical. ``--accumulate k`` runs a rank's pairs in k pieces, ``--bf16`` the forward in bfloat16;
+``--fsdp`` shards the model, ``--save DIR`` writes a sharded checkpoint (:mod:`helpers.fsdp`).
+Shapes: ``b`` pairs in a piece, ``T`` target length, ``V`` target vocabulary.
 """
 
 import argparse
@@ -58,11 +45,9 @@ from .training import make_optimizer
 from .translation import CORPUS_ARGS, make_corpus
 from .utils import set_seed
 
-LAUNCH = "torchrun --standalone --nproc_per_node 2 -m helpers.distributed"
 EXAMPLE = "--steps 50 --batch-size 64"
 
-# Time limits, in seconds. PyTorch's own are 30 minutes for a collective and none for the
-# processes: a rank that waits for one that never comes would hold a notebook that long.
+# Time limits in seconds (PyTorch's: 30 minutes for a collective, none for the processes).
 GROUP_TIMEOUT = 60  # a rank waits this long for the others: at the rendezvous, in a collective
 SPAWN_TIMEOUT = 600  # spawn waits this long for all its processes (a whole training run)
 STOP_GRACE = 3  # a rank being stopped gets this long to end on SIGTERM, before SIGKILL
@@ -110,16 +95,13 @@ def micro_batch_size(batch_size: int, world_size: int, accumulate: int = 1) -> i
 
 def micro_batches(dataset, rank: int, world_size: int, per_rank: int, seed: int = 0):
     """Endless lists of ``per_rank`` items of ``dataset``: rank ``rank``'s share of each step.
-
-    ``DistributedSampler`` permutes all indices with ``seed + epoch`` (the same on every rank)
-    and deals them out round-robin, so at step s rank r gets positions ``s*B + r + W*j``: the W
-    shares of a step are the block ``[s*B, (s+1)*B)`` of the permutation, the batch of W = 1.
-    """
+    The sampler deals one permutation per epoch round-robin, so the W shares of step s are the
+    block ``[s*B, (s+1)*B)`` of the permutation: the batch of W = 1."""
     sampler = DistributedSampler(dataset, num_replicas=world_size, rank=rank, shuffle=True,
                                  seed=seed, drop_last=True)
     loader = DataLoader(dataset, batch_size=per_rank, sampler=sampler, drop_last=True,
                         collate_fn=list)  # a list of pairs: each piece is padded on its own
-    if len(loader) == 0:  # else the loop below would never yield
+    if len(loader) == 0:
         raise ValueError(f"{len(dataset)} items cannot fill one batch of {per_rank * world_size}")
     for epoch in range(sys.maxsize):
         sampler.set_epoch(epoch)  # a new permutation every epoch
@@ -156,9 +138,7 @@ _PAIRS = {}  # num_train -> (encoded training pairs, the two vocabularies' sizes
 
 
 def _training_pairs(num_train: int) -> tuple:
-    """The corpus's encoded training pairs (read, never changed) and its vocabularies' sizes,
-    built once per process (the runs of a notebook share them) and handed by :func:`spawn` to
-    the processes it starts, which would otherwise each build the same corpus again."""
+    """The encoded training pairs and vocabulary sizes, built once (spawn hands them on)."""
     if num_train not in _PAIRS:
         corpus = make_corpus(**{**CORPUS_ARGS, "num_train": num_train})
         _PAIRS[num_train] = (encode_pairs(corpus.train, corpus.src_vocab, corpus.tgt_vocab),
@@ -256,9 +236,8 @@ def forward_backward(model, pairs: list, world_size: int, args, device) -> float
 
 
 def gradients_after_one_step(rank: int, world_size: int, args) -> dict:
-    """``{"loss": float, "grads": {name: tensor}}`` of the first step after DDP's all-reduce
-    (or :func:`average_gradients`), before clipping and the update, on the CPU: what W = 1 and
-    W = 2 must agree on."""
+    """``{"loss": float, "grads": {name: tensor}}`` of the first step, after the all-reduce and
+    before clipping, on the CPU: what W = 1 and W = 2 must agree on."""
     micro_batch_size(args.batch_size, world_size, args.accumulate)  # errors before joining
     with process_group(rank, world_size, args.backend):
         model, _, _, data, device = _setup(rank, world_size, args)
@@ -269,10 +248,8 @@ def gradients_after_one_step(rank: int, world_size: int, args) -> dict:
 
 
 def train_distributed(rank: int, world_size: int, args) -> dict:
-    """Train for ``args.steps`` steps. Every rank returns the same history: ``"steps"`` (step,
-    global loss, lr and seconds of each step), ``"steps_per_s"`` and ``"samples_per_s"`` (from
-    the median step time, the first step left out) and the sizes. Rank 0 prints a short log
-    and, with ``args.log_json``, writes the history there as JSON."""
+    """Train for ``args.steps`` steps; every rank returns the same history (each step's loss,
+    lr and seconds, the speed, the sizes). Rank 0 prints a log and writes ``args.log_json``."""
     per_piece = micro_batch_size(args.batch_size, world_size, args.accumulate)
     check_sizes("helpers.distributed", steps=args.steps)  # no step: nothing to measure
     show = rank == 0 and args.print_every > 0
@@ -289,7 +266,7 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
             start, lr = time.perf_counter(), scheduler.get_last_lr()[0]
             optimizer.zero_grad(set_to_none=True)
             loss = forward_backward(model, next(data), world_size, args, device)
-            if not math.isfinite(loss):  # all-reduced: every rank stops here, before the update
+            if not math.isfinite(loss):  # all-reduced: every rank stops here
                 raise ValueError(f"the loss is {loss} at step {step}: training diverged")
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_norm)
             optimizer.step()
@@ -315,18 +292,31 @@ def train_distributed(rank: int, world_size: int, args) -> dict:
 
 
 def _rank_main(rank, world_size, port, group_timeout, job, args, path, pairs, environ):
-    """One rank of :func:`spawn`. It writes to the parent's store what it is doing and, if it
-    fails, its whole traceback (for the parent's error messages), and meets the other ranks
-    there: :func:`_run_jobs`. Rank 0 saves the result to ``path``."""
+    """One rank of :func:`spawn`: it writes its stage and any traceback to the parent's store
+    and meets the other ranks there; rank 0 saves the result to ``path``."""
     os.environ.clear()  # the parent's environment as it is now, not the fork server's
     os.environ.update(environ)
-    _PAIRS.update(pairs)  # the corpora the parent process built already
+    _PAIRS.update(pairs)
     store = dist.TCPStore(RENDEZVOUS_HOST, port, is_master=False,
                           timeout=timedelta(seconds=group_timeout))
+    jobs = args if isinstance(args, list) else [args]
     try:
-        result = _run_jobs(rank, world_size, store, group_timeout, job, args)
+        if world_size > 1:
+            store.set(f"stage/{rank}", "joining the process group")
+            dist.init_process_group(getattr(jobs[0], "backend", "gloo"), store=store, rank=rank,
+                                    world_size=world_size,
+                                    timeout=timedelta(seconds=group_timeout))
+        results = []
+        for i, job_args in enumerate(jobs, 1):  # all in one process group
+            store.set(f"stage/{rank}", f"running {getattr(job, '__name__', 'the job')}"
+                      + (f" (job {i} of {len(jobs)})" if len(jobs) > 1 else ""))
+            if job_args.threads:
+                torch.set_num_threads(job_args.threads)
+            results.append(job(rank, world_size, job_args))
+        if world_size > 1:
+            dist.destroy_process_group()
         if rank == 0:
-            torch.save(result, path)
+            torch.save(results if isinstance(args, list) else results[0], path)
     except Exception:
         store.set(f"error/{rank}", traceback.format_exc())
         store.get(f"error/{rank}")  # a round trip: the store has it before this process ends
@@ -335,33 +325,11 @@ def _rank_main(rank, world_size, port, group_timeout, job, args, path, pairs, en
     gc.freeze()  # skips the final collection: most of a second of CPU with torch and DDP
 
 
-def _run_jobs(rank, world_size, store, group_timeout, job, args):
-    """Join the process group at the parent's ``store`` (when ``world_size > 1``), then run
-    ``job`` once for each of ``args``, all in that group (a job's :func:`process_group` finds
-    it joined already)."""
-    jobs = args if isinstance(args, list) else [args]
-    if world_size > 1:
-        store.set(f"stage/{rank}", "joining the process group")
-        dist.init_process_group(getattr(jobs[0], "backend", "gloo"), store=store, rank=rank,
-                                world_size=world_size, timeout=timedelta(seconds=group_timeout))
-    results = []
-    for i, job_args in enumerate(jobs, 1):
-        store.set(f"stage/{rank}", f"running {getattr(job, '__name__', 'the job')}"
-                  + (f" (job {i} of {len(jobs)})" if len(jobs) > 1 else ""))
-        if job_args.threads:
-            torch.set_num_threads(job_args.threads)
-        results.append(job(rank, world_size, job_args))
-    if world_size > 1:
-        dist.destroy_process_group()
-    return results if isinstance(args, list) else results[0]
-
-
-# What the fork server imports once, so that every process it starts has it already: torch
-# (about 2.5 s of CPU in each new Python process) and torch._dynamo, which DDP imports when it
-# wraps a model (about 2 s more).
+# What the fork server imports once for every process it starts: torch (about 2.5 s of CPU) and
+# torch._dynamo, which DDP imports when it wraps a model (about 2 s more).
 PRELOADED = ("torch", "torch.distributed", "torch._dynamo")
-# Environment variables read when a process starts or imports torch (OpenMP's threads, Python's
-# hash seed, ...): a process forked from the fork server has the values the server started with.
+# Environment variables read when a process starts or imports torch: a process forked from the
+# fork server has the values the server started with.
 READ_AT_START = ("OMP_", "GOMP_", "KMP_", "MKL_", "PYTHON", "TORCH_", "PYTORCH_")
 _server_environ = None  # those of the fork server, once it runs
 
@@ -371,12 +339,8 @@ def _read_at_start() -> dict:
 
 
 def start_method() -> str:
-    """How :func:`spawn` starts its processes. ``"forkserver"``: forked from a fork server, a
-    process that imported torch once (started at the first call, a few seconds), each in a
-    fraction of a second. ``"spawn"``, fresh Python processes (seconds each): where there is no
-    fork server (Windows), and when a variable of ``READ_AT_START`` changed since the server
-    started (such as ``OMP_WAIT_POLICY``, which OpenMP reads when torch is imported), so that
-    the new processes read it."""
+    """``"forkserver"`` (from a server that imported torch once), or ``"spawn"`` without one or
+    once a variable of ``READ_AT_START`` changed since the server started."""
     global _server_environ
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return "spawn"
@@ -389,29 +353,22 @@ def start_method() -> str:
 
 RENDEZVOUS_HOST = "127.0.0.1"  # spawn's ranks all run on this machine
 # How gloo words the error of a rank that waited in a collective for a rank that never came
-# (group_timeout) or that has ended
 GLOO_WAITED = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer")
 
 
 def spawn(world_size: int, args, job=train_distributed, timeout: float = SPAWN_TIMEOUT,
           group_timeout: float = GROUP_TIMEOUT):
-    """``job(rank, world_size, args)`` in ``world_size`` new processes on this machine (what
-    torchrun does, from Python or a notebook), forked from a fork server (:func:`start_method`);
-    returns rank 0's result. ``args`` may be a list: then the same processes run ``job`` once
-    for each, in one process group, and rank 0's results come back as a list.
-
-    The ranks meet at a ``TCPStore`` of their own, on a port the system picks. A rank waits at
-    most ``group_timeout`` seconds for the others, and this process at most ``timeout`` seconds
-    for all of them. A rank that raises stops them all with a RuntimeError that holds its
-    traceback; a rank still running at the deadline, with a TimeoutError that says where each
-    rank was. Either way no process is left running."""
+    """Rank 0's result of ``job(rank, world_size, args)`` in ``world_size`` new processes (what
+    torchrun does); a list of ``args``: one job each, in one process group, results as a list.
+    A rank waits ``group_timeout`` seconds at most for the others, this process ``timeout``; a
+    rank's error, or the deadline, stops them all with a RuntimeError or a TimeoutError."""
     check_sizes("spawn", world_size=world_size)
     for name, limit in (("timeout", timeout), ("group_timeout", group_timeout)):
         if (isinstance(limit, bool) or not isinstance(limit, (int, float))
                 or not 0 < limit < math.inf):
             raise ValueError(f"spawn: {name} must be a finite number of seconds > 0, "
                              f"got {limit!r}")
-    # Port 0: the system picks a free port, and the store keeps it open while the ranks join.
+    # Port 0: the system picks a free port
     store = dist.TCPStore(RENDEZVOUS_HOST, 0, is_master=True, wait_for_workers=False,
                           timeout=timedelta(seconds=group_timeout))
     with tempfile.TemporaryDirectory() as tmp:
@@ -425,9 +382,8 @@ def spawn(world_size: int, args, job=train_distributed, timeout: float = SPAWN_T
 
 
 def _wait(processes, store, timeout: float) -> None:
-    """Wait until spawn's ``processes`` have all ended well, at most ``timeout`` seconds. A rank
-    that fails, or the deadline, stops them all (:func:`_stop`) and raises: which rank, where
-    each rank was (what it wrote to ``store``), what to look for, and a failed rank's error."""
+    """Wait at most ``timeout`` seconds for spawn's ``processes`` to end well; a failed rank or
+    the deadline stops them all and raises, saying where each rank was (from ``store``)."""
     world_size = len(processes)
 
     def read(key):  # what a rank wrote to the store in _rank_main, or None
@@ -457,9 +413,7 @@ def _wait(processes, store, timeout: float) -> None:
             connection.wait(running, timeout=max(0.0, deadline - time.monotonic()))
     finally:
         _stop(processes)
-    # The error to show: a rank's own, before that of a rank that only waited for it in a
-    # collective (the first to fail is not always the cause: a rank whose partner failed
-    # fails too, at once).
+    # The error to show: a rank's own, before that of a rank that only waited for it
     errors = {r: read(f"error/{r}") for r in range(world_size) if read(f"error/{r}")}
     own = [r for r, error in errors.items() if not any(w in error for w in GLOO_WAITED)]
     rank = (own or list(errors) or failed)[0]
@@ -491,18 +445,14 @@ def _stop(processes) -> None:
 
 
 def torchrun_command(nproc: int, *options) -> list:
-    """``torchrun --standalone --nproc_per_node nproc -m helpers.distributed options`` as a list,
-    written ``python -m torch.distributed.run``: torchrun's own module, the same program, found
-    without the ``torchrun`` script being on the PATH (as in some notebook kernels)."""
+    """The torchrun command as a list, run as ``python -m torch.distributed.run`` (no PATH)."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone",
             f"--nproc_per_node={nproc}", "-m", "helpers.distributed", *map(str, options)]
 
 
 def launch(nproc: int, *options, timeout: float = 600) -> subprocess.CompletedProcess:
-    """Run :func:`torchrun_command` from the course's root folder (where ``helpers`` is, so that
-    every process can import it, in a clone, on Colab or from a notebook) and wait for it.
-    Returns the finished process: its ``stdout`` (rank 0's log) and ``stderr`` as text. A run
-    that fails raises a RuntimeError with the end of its error output."""
+    """Run :func:`torchrun_command` from the course's root folder and wait: the finished process
+    (``stdout``: rank 0's log), or a RuntimeError with the end of its error output."""
     root = Path(__file__).resolve().parent.parent
     env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
@@ -519,9 +469,7 @@ BENCH_CONFIGS = ((1, 1, False), (1, 2, False), (2, 1, False), (1, 1, True), (1, 
 
 
 def benchmark(args, configs=BENCH_CONFIGS) -> list:
-    """Steps/s and samples/s of ``args``' training, each run in fresh processes, for each
-    ``(processes, threads, bf16)`` of ``configs``: by default 1 process with 1 and 2 torch
-    threads vs 2 processes with 1 (the same cores), float32 vs bfloat16."""
+    """The speed of ``args``' training for each ``(processes, threads, bf16)`` of ``configs``."""
     rows = []
     for world_size, threads, bf16 in configs:
         history = spawn(world_size, argparse.Namespace(**{
@@ -547,13 +495,12 @@ def main(argv=None) -> int:
     if missing and not args.single:
         print(f"helpers.distributed runs one process per rank, started by torchrun, which sets "
               f"RANK, WORLD_SIZE and LOCAL_RANK ({', '.join(missing)} missing here). Launch it "
-              f"with:\n    {LAUNCH} {EXAMPLE}\nor train as one process without torchrun:\n"
+              f"with:\n    torchrun --standalone --nproc_per_node 2 -m helpers.distributed "
+              f"{EXAMPLE}\nor train as one process without torchrun:\n"
               f"    python -m helpers.distributed --single {EXAMPLE}", file=sys.stderr)
         return 2
-    if args.single:
-        train_distributed(0, 1, args)
-    else:
-        train_distributed(int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]), args)
+    ranks = (0, 1) if args.single else (int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]))
+    train_distributed(*ranks, args)
     return 0
 
 

@@ -1,11 +1,6 @@
-"""FSDP: a model sharded over the ranks, and sharded checkpoints. Used by notebook 13 (its
-``--fsdp`` and ``--save`` options in :mod:`helpers.distributed`).
-
-Under FSDP (``torch.distributed.fsdp.fully_shard``) each of the W ranks keeps only 1/W of every
-weight, gradient and optimizer state, gathers a layer's weights just before it runs
-(all-gather) and reduce-scatters its gradients after. ``torch.distributed.checkpoint`` (DCP)
-saves such a model as one file per rank plus a ``.metadata`` file that says which slice of which
-tensor is where, so that a job of any size, even one plain process, can load it.
+"""FSDP: a model sharded over the ranks (each keeps 1/W of every weight, gradient and optimizer
+state), and sharded checkpoints (``torch.distributed.checkpoint``: a file per rank, loadable by
+any number of processes). Notebook 13's ``--fsdp`` and ``--save`` in :mod:`helpers.distributed`.
 """
 
 import warnings
@@ -15,9 +10,8 @@ import torch.distributed as dist
 
 
 def shard(model, device_type: str = "cpu"):
-    """FSDP2 on the default process group: each encoder and decoder layer becomes one unit
-    (its weights gathered for its forward and backward only), the embeddings and the output
-    layer another; ``model`` is changed in place (its parameters become ``DTensor`` shards)."""
+    """FSDP2 on the default process group, in place: one unit per encoder and decoder layer
+    (gathered for its forward and backward only), one for the rest."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard  # torch >= 2.6
 
@@ -42,9 +36,8 @@ def whole_tensor(tensor: torch.Tensor) -> torch.Tensor:
 
 
 def save_sharded(model, folder) -> None:
-    """The model's weights as a ``torch.distributed.checkpoint`` in ``folder``: with FSDP each
-    rank writes its own shard (``__0_0.distcp``, ``__1_0.distcp``, ...) plus one ``.metadata``;
-    :func:`load_sharded` reads them back into any number of processes, here one."""
+    """The model's weights as a ``torch.distributed.checkpoint`` in ``folder``: a shard per
+    rank plus ``.metadata``."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_model_state_dict
 

@@ -1,7 +1,5 @@
-"""Generation with a GPT: sampling filters, the next token, and the loop that continues a batch
-of prompts with the KV cache (notebook 12). nanoGPT keeps its sampling apart from its model too.
-
-Shapes: ``B`` batch, ``P`` prompt length, ``V`` vocabulary.
+"""Generation with a GPT (notebook 12): sampling filters, the next token, and the loop that
+continues a batch of prompts with the KV cache. Shapes: ``B`` batch, ``P`` prompt, ``V`` vocabulary.
 """
 
 import torch

@@ -1,13 +1,7 @@
 """A decoder-only Transformer (a GPT) made of the course's own pieces. Taught in notebook 12.
 
-A GPT block is notebook 05's encoder layer without an encoder to read: self-attention and
-feed-forward, each through the residual sub-layer of notebook 04, under notebook 06's causal mask.
-:class:`GPTConfig` chooses each part: LayerNorm or RMSNorm, the ReLU network or SwiGLU (both in
-:mod:`helpers.layers`), positions added (sinusoidal or learned) or rotary (inside attention).
-Generation is in :mod:`helpers.generation`, the data and the training in
-:mod:`helpers.continuation`.
-
-Shapes: ``B`` batch, ``L`` length, ``V`` vocabulary, ``h`` heads, ``d_k`` head size.
+A block is notebook 05's encoder layer under a causal mask; :class:`GPTConfig` chooses its norm,
+feed-forward network and positions. Shapes: ``B`` batch, ``L`` length, ``V`` vocabulary.
 """
 
 import math

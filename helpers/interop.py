@@ -16,7 +16,7 @@ from .checks import check_mask, check_sizes, check_tensor, describe
 if TYPE_CHECKING:  # annotations only: to_torch dispatches on the class name, so notebook 03's
     # MultiHeadAttention converts without importing layers.py, which notebook 04 teaches
     from .attention import MultiHeadAttention
-    from .layers import DecoderLayer, EncoderLayer, LayerNorm
+    from .layers import LayerNorm
 
 
 def _mha(ours: MultiHeadAttention) -> nn.MultiheadAttention:
@@ -39,63 +39,47 @@ def _layer_norm(ours: LayerNorm) -> nn.LayerNorm:
     return theirs
 
 
-def _copy_common(ours, theirs):
-    """Copy the feed-forward network and the norms shared by encoder and decoder layers."""
+def _layer(ours, layer_cls):
+    """An encoder or decoder layer as ``layer_cls``: ``nn.TransformerEncoderLayer`` or
+    ``nn.TransformerDecoderLayer`` (which also has the cross-attention)."""
+    relu = ours.feed_forward.activation == "relu"  # torch.nn takes "relu", or a function
+    theirs = layer_cls(d_model=ours.self_attn.d_model, nhead=ours.self_attn.num_heads,
+                       dim_feedforward=ours.feed_forward.linear1.out_features,
+                       dropout=ours.dropout1.p, activation="relu" if relu else nn.functional.silu,
+                       layer_norm_eps=ours.norm1.eps, batch_first=True, norm_first=ours.norm_first)
     theirs.linear1.load_state_dict(ours.feed_forward.linear1.state_dict())
     theirs.linear2.load_state_dict(ours.feed_forward.linear2.state_dict())
     for name in ("norm1", "norm2", "norm3"):
         if hasattr(theirs, name):
             getattr(theirs, name).load_state_dict(getattr(ours, name).state_dict())
     theirs.self_attn = _mha(ours.self_attn)
-
-
-def _layer_sizes(ours):
-    relu = ours.feed_forward.activation == "relu"  # torch.nn takes "relu", or a function
-    return dict(d_model=ours.self_attn.d_model, nhead=ours.self_attn.num_heads,
-                dim_feedforward=ours.feed_forward.linear1.out_features,
-                dropout=ours.dropout1.p, activation="relu" if relu else nn.functional.silu,
-                layer_norm_eps=ours.norm1.eps, batch_first=True, norm_first=ours.norm_first)
-
-
-def _encoder_layer(ours: EncoderLayer) -> nn.TransformerEncoderLayer:
-    theirs = nn.TransformerEncoderLayer(**_layer_sizes(ours))
-    _copy_common(ours, theirs)
+    if layer_cls is nn.TransformerDecoderLayer:
+        theirs.multihead_attn = _mha(ours.cross_attn)
     return theirs
 
 
-def _decoder_layer(ours: DecoderLayer) -> nn.TransformerDecoderLayer:
-    theirs = nn.TransformerDecoderLayer(**_layer_sizes(ours))
-    _copy_common(ours, theirs)
-    theirs.multihead_attn = _mha(ours.cross_attn)
-    return theirs
-
-
-def _stack(ours, stack_cls, convert_layer, **kwargs):
-    theirs = stack_cls(convert_layer(ours.layers[0]), len(ours.layers),
+def _stack(ours, stack_cls, layer_cls, **kwargs):
+    theirs = stack_cls(_layer(ours.layers[0], layer_cls), len(ours.layers),
                        norm=None if ours.norm is None else _layer_norm(ours.norm), **kwargs)
-    theirs.layers = nn.ModuleList(convert_layer(layer) for layer in ours.layers)
+    theirs.layers = nn.ModuleList(_layer(layer, layer_cls) for layer in ours.layers)
     return theirs
 
 
 _CONVERTERS = {
     "MultiHeadAttention": _mha,
     "LayerNorm": _layer_norm,
-    "EncoderLayer": _encoder_layer,
-    "DecoderLayer": _decoder_layer,
+    "EncoderLayer": lambda ours: _layer(ours, nn.TransformerEncoderLayer),
+    "DecoderLayer": lambda ours: _layer(ours, nn.TransformerDecoderLayer),
     # the nested-tensor fast path would return zeros at padded positions: keep it off
-    "Encoder": lambda ours: _stack(ours, nn.TransformerEncoder, _encoder_layer,
+    "Encoder": lambda ours: _stack(ours, nn.TransformerEncoder, nn.TransformerEncoderLayer,
                                    enable_nested_tensor=False),
-    "Decoder": lambda ours: _stack(ours, nn.TransformerDecoder, _decoder_layer),
+    "Decoder": lambda ours: _stack(ours, nn.TransformerDecoder, nn.TransformerDecoderLayer),
 }
 
 
 def to_torch(module: nn.Module) -> nn.Module:
-    """The ``torch.nn`` module equal to ``module``: same weights, same train/eval mode.
-
-    Supports ``MultiHeadAttention``, ``LayerNorm``, ``EncoderLayer``, ``DecoderLayer``,
-    ``Encoder`` and ``Decoder``, from ``helpers`` or redefined in a notebook with the same name
-    and attributes. Masks must be converted too (True = blocked in torch.nn).
-    """
+    """The ``torch.nn`` module equal to ``module`` (one of ``_CONVERTERS``, from ``helpers`` or
+    a notebook's class of the same name): same weights, same train/eval mode."""
     for cls in type(module).__mro__:  # by name, so a notebook's own class converts as well
         if cls.__name__ in _CONVERTERS and isinstance(module, nn.Module):
             theirs = _CONVERTERS[cls.__name__](module)
@@ -107,15 +91,9 @@ def to_torch(module: nn.Module) -> nn.Module:
 
 def torch_attn_mask(mask: torch.Tensor, batch_size: int, num_heads: int,
                     query_len: int = None) -> torch.Tensor:
-    """Our mask (True = may attend, 4 axes broadcastable to ``(B, h, Lq, Lk)``) as torch's
-    ``attn_mask``.
-
-    A mask shared by the whole batch and every head, ``(1, 1, Lq, Lk)``, becomes torch's 2-D
-    ``(Lq, Lk)``; anything else becomes ``(B * h, Lq, Lk)``, the 3-D form
-    ``nn.MultiheadAttention`` accepts. Either way it is inverted: torch's True means blocked.
-    Give ``query_len`` when the mask has a broadcast query axis, as a padding mask
-    ``(B, 1, 1, Lk)`` has.
-    """
+    """Our mask (True = may attend, broadcastable to ``(B, h, Lq, Lk)``) as torch's inverted
+    ``attn_mask``: ``(Lq, Lk)`` if shared by the batch and the heads, else ``(B * h, Lq, Lk)``.
+    ``query_len``: for a mask with a broadcast query axis, as a padding mask ``(B, 1, 1, Lk)``."""
     check_sizes("torch_attn_mask", batch_size=batch_size, num_heads=num_heads)
     if not torch.is_tensor(mask) or mask.dim() != 4:
         raise ValueError("torch_attn_mask: expected our mask with 4 axes (B or 1, h or 1, Lq, "

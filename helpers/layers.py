@@ -1,14 +1,9 @@
 """LayerNorm, the feed-forward network and the residual sub-layer (notebook 04); encoder (05) and
-decoder (07) layers. Beside them, the modern block's replacements (notebook 12): ``RMSNorm``
-(Zhang and Sennrich, 2019) for LayerNorm, the gated ``SwiGLU`` (Shazeer, 2020) for the ReLU
-network.
+decoder (07) layers; RMSNorm and SwiGLU, the modern block's replacements (notebook 12).
 
-Paper, section 3.1: every sub-layer is wrapped as ``LayerNorm(x + Sublayer(x))`` ("post-norm",
-the paper's layout and the default here). ``norm_first=True`` gives the "pre-norm" layout
-``x + Sublayer(LayerNorm(x))``, which trains more easily in deep stacks; pre-norm stacks end with
-one more LayerNorm, as ``nn.TransformerEncoder(norm=...)`` does.
-
-Attribute names follow ``nn.TransformerEncoderLayer`` so that ``helpers.interop`` can copy weights.
+Post-norm ``LayerNorm(x + Sublayer(x))`` is the paper's layout (section 3.1) and the default;
+``norm_first=True``: pre-norm ``x + Sublayer(LayerNorm(x))``, whose stacks end with a LayerNorm.
+Attribute names follow ``nn.TransformerEncoderLayer``, so ``helpers.interop`` can copy weights.
 """
 
 from typing import Callable

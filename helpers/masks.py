@@ -1,8 +1,7 @@
 """Look-ahead (causal) and padding masks. Taught in notebook 06, with an explorer of both.
 
-Convention of the whole course: a boolean mask is **True where a query may attend to a key**,
-as in ``F.scaled_dot_product_attention``. ``nn.MultiheadAttention`` and ``nn.Transformer*``
-use the opposite convention (True = blocked); ``helpers.interop`` converts at that boundary.
+A boolean mask is **True where a query may attend to a key**, as in
+``F.scaled_dot_product_attention`` (``nn.MultiheadAttention``'s is inverted: ``helpers.interop``).
 """
 
 import torch
@@ -32,15 +31,9 @@ def padding_mask(tokens: torch.Tensor, pad_id: int) -> torch.Tensor:
 
 
 def mask_explorer_data(seq_len, pad_len, causal, seed=0, d_k=8):
-    """The numbers behind notebook 06's mask explorer (``helpers.figures.mask_explorer_figure``):
-    one sequence of ``seq_len`` tokens whose last ``pad_len`` are padding (clamped to
-    ``seq_len``), with or without the look-ahead mask.
-
-    Returns a dict: "mask" ``(L, L)`` bool (True = may attend), "weights" ``(L, L)`` from
-    ``helpers.attention.scaled_dot_product_attention`` on random queries and keys (the same
-    ones for every ``pad_len`` and ``causal``: each position's vectors depend only on ``seed``),
-    "pad_len" after clamping, "clamped" (bool) and "labels" (``t0``, ``t1``, ..., ``<pad>``).
-    """
+    """Notebook 06's mask explorer: one sequence of ``seq_len`` tokens, its last ``pad_len``
+    padding (clamped), with or without the look-ahead mask -> its "mask", the attention
+    "weights" of seeded random vectors, "pad_len", "clamped" and "labels"."""
     if not 1 <= seq_len <= EXPLORER_MAX_LEN:
         raise ValueError(f"seq_len must be between 1 and {EXPLORER_MAX_LEN}, got {seq_len}")
     if pad_len < 0:

@@ -6,8 +6,7 @@ from dataclasses import asdict, dataclass
 import torch
 from torch import nn
 
-from .checks import (check_memory, check_same_batch, check_sizes, check_token_ids,
-                     ids_in_vocabulary)
+from .checks import check_memory, check_same_batch, check_sizes, check_token_ids, ids_in_vocabulary
 from .layers import Decoder, Encoder
 from .masks import causal_mask
 from .positional import PositionalEncoding

@@ -1,11 +1,7 @@
-"""Sinusoidal positional encoding, section 3.5 of the paper. Taught in notebook 02.
-
-``PE[p, 2i] = sin(p / base**(2i / d_model))`` and ``PE[p, 2i + 1] = cos(p / base**(2i / d_model))``:
-even columns sine, odd columns cosine, one frequency per pair of columns. ``interleaved=False``
-gives the layout of Marian translators (notebook 15): the same numbers, all sines then all cosines.
-
-Rotary positions (RoPE; Su et al., 2021; notebook 12) replace the added table: the same
-frequencies rotate the queries and keys inside attention (``MultiHeadAttention(rope=True)``).
+"""Sinusoidal positional encoding, section 3.5 of the paper (notebook 02):
+``PE[p, 2i] = sin(p / base**(2i / d_model))``, ``PE[p, 2i + 1] = cos(p / base**(2i / d_model))``.
+Rotary positions (RoPE; Su et al., 2021; notebook 12) rotate the queries and keys by the same
+frequencies inside attention instead (``MultiHeadAttention(rope=True)``).
 """
 
 import torch

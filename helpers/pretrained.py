@@ -1,22 +1,12 @@
 """A real translator's weights in the course's Transformer (notebook 15): Marian, English to French.
 
-The Helsinki-NLP ``opus-mt`` translators (``MarianMTModel`` in Hugging Face ``transformers``) are
-the paper's base model with four conventions of their own, each an option of the course's model:
-the feed-forward activation (swish, ``activation="silu"``), the positional table in halves
-(``interleaved_positions=False``), a bias on the output logits (the course's ``generator`` has
-one), and the decoder started with the pad id (``bos_id`` of ``greedy_decode``).
-
-Here: notebook 15's exercise (:func:`load_marian`, :func:`marian_key`), the real model or the
-offline stand-in (``assets/nb15_marian/``, a small Marian trained on notebook 09's sentences),
-and :data:`MATCHING`, the ``generate`` settings under which Hugging Face's search is the course's.
-
-Nothing in the core imports this module; ``transformers`` and ``sentencepiece`` are imported by
-the functions that need them.
+Notebook 15's exercise (:func:`load_marian`), the real ``opus-mt`` model or its offline stand-in
+(``assets/nb15_marian/``, a small Marian trained on notebook 09's sentences), and :data:`MATCHING`.
+``transformers`` and ``sentencepiece`` are imported by the functions that need them.
 """
 
 import json
 import os
-import random
 import socket
 import tempfile
 import time
@@ -25,16 +15,15 @@ from pathlib import Path
 
 import torch
 
+from .data import shuffled_chunks
 from .model import Transformer
 
 OPUS_MT = "Helsinki-NLP/opus-mt-en-fr"
 HUB_HOST = "huggingface.co"
-# Set to 1, load_opus_mt behaves as on a machine without internet (tests/ and the notebooks'
-# re-execution set it, so that the stored outputs, made offline, are reproduced anywhere).
+# Set to 1, load_opus_mt behaves as offline (as when the notebooks' stored outputs were made).
 OFFLINE_VARIABLE = "COURSE_OFFLINE"
 # generate() settings under which Hugging Face's search is the course's (notebook 15, section 6):
-# the exact stopping rule ("never" stops while a running beam can still win), no forced </s>
-# at the length limit, no banned token; length_penalty as given to beam_search.
+# the exact stopping rule, no forced </s> at the length limit, no banned token.
 MATCHING = {"do_sample": False, "early_stopping": "never", "forced_eos_token_id": None,
             "bad_words_ids": None}
 
@@ -48,14 +37,8 @@ def _transformers():
     return transformers
 
 
-# ----------------------------------------------------------------------------------------------
-# The exercise: Marian's weights in the course's Transformer
-# ----------------------------------------------------------------------------------------------
-
 def check_marian(config) -> None:
-    """A ``ValueError`` naming what differs when ``config`` is not a Marian translator that the
-    course's ``Transformer`` can hold (opus-mt's conventions: swish, scaled embeddings, shared by
-    encoder and decoder, as many layers and heads on both sides)."""
+    """A ``ValueError`` naming what differs from opus-mt's conventions in ``config``."""
     wanted = {"activation_function": "swish", "scale_embedding": True,
               "share_encoder_decoder_embeddings": True,
               "decoder_layers": config.encoder_layers, "decoder_ffn_dim": config.encoder_ffn_dim,
@@ -68,9 +51,7 @@ def check_marian(config) -> None:
 
 
 def marian_weight(state_dict: dict, key: str, shape) -> torch.Tensor:
-    """``state_dict[key]``, which must have ``shape`` (``final_logits_bias``: ``(1, V)`` for a
-    ``(V,)`` bias); a ``ValueError`` saying what is missing or what differs, never a reshape of
-    a matrix of the wrong layout."""
+    """``state_dict[key]`` of ``shape`` (a ``(1, V)`` bias as ``(V,)``), or a ``ValueError``."""
     if key not in state_dict:
         if "shared.weight" in state_dict:  # a MarianModel: the encoder-decoder without the head
             raise ValueError("load_marian expects a MarianMTModel's state dict (keys 'model.*', "
@@ -128,12 +109,18 @@ def load_marian(config, state_dict: dict) -> Transformer:
     return model.eval()
 
 
-# ----------------------------------------------------------------------------------------------
-# The real model, or the offline stand-in
-# ----------------------------------------------------------------------------------------------
+def _load(name, **source):
+    """``(MarianMTModel in eval mode, MarianTokenizer)`` saved in ``name``: a folder, or the Hub."""
+    transformers = _transformers()
+    with warnings.catch_warnings():  # "Recommended: pip install sacremoses."
+        warnings.simplefilter("ignore")
+        tokenizer = transformers.MarianTokenizer.from_pretrained(name, **source)
+    model = transformers.MarianMTModel.from_pretrained(name, dtype=torch.float32, **source)
+    return model.eval(), tokenizer  # float32, not "auto"
+
 
 def _reachable(host: str, timeout: float) -> bool:
-    """Can a connection to ``host`` be opened within ``timeout`` seconds? (Never hangs.)"""
+    """Can a connection to ``host`` be opened within ``timeout`` seconds?"""
     try:
         socket.create_connection((host, 443), timeout=timeout).close()
         return True
@@ -142,11 +129,8 @@ def _reachable(host: str, timeout: float) -> bool:
 
 
 def load_opus_mt(name: str = OPUS_MT, timeout: float = 5.0):
-    """``(MarianMTModel in eval mode, MarianTokenizer)`` of ``name``: from the local cache if it
-    is there, else from the Hub (about 300 MB) if ``huggingface.co`` answers within ``timeout``
-    seconds (or through a proxy named by ``HTTPS_PROXY``). Else None, after one printed sentence
-    saying so. ``name`` may be a local folder."""
-    transformers = _transformers()
+    """``(MarianMTModel in eval mode, MarianTokenizer)`` of ``name`` (a local folder, the cache,
+    or the Hub if it answers within ``timeout`` seconds), else None after a printed sentence."""
     sources, reason = [], f"no connection to {HUB_HOST}"
     if os.environ.get(OFFLINE_VARIABLE) != "1":
         sources.append({"local_files_only": True})  # the cache first: no network needed
@@ -155,12 +139,7 @@ def load_opus_mt(name: str = OPUS_MT, timeout: float = 5.0):
             sources.append({})
     for source in sources:
         try:
-            with warnings.catch_warnings():  # "Recommended: pip install sacremoses."
-                warnings.simplefilter("ignore")
-                tokenizer = transformers.MarianTokenizer.from_pretrained(name, **source)
-            model = transformers.MarianMTModel.from_pretrained(name, dtype=torch.float32,
-                                                               **source)  # not "auto"
-            return model.eval(), tokenizer
+            return _load(name, **source)
         except Exception as error:  # not in the cache, or the download failed: no traceback
             if not source.get("local_files_only"):
                 reason = f"the download failed: {type(error).__name__}"
@@ -171,9 +150,8 @@ def load_opus_mt(name: str = OPUS_MT, timeout: float = 5.0):
 
 
 def train_marian_tokenizer(texts, folder, vocab_size: int = 300):
-    """A ``MarianTokenizer`` whose SentencePiece model (one, shared by both languages, as
-    opus-mt's) is trained on ``texts`` (a list of sentences), written to ``folder``. Its ids
-    follow Marian's layout: ``</s>`` 0, ``<unk>`` 1, the pieces, ``<pad>`` last."""
+    """A ``MarianTokenizer`` with one SentencePiece model for both languages, trained on
+    ``texts`` in ``folder``; ids: ``</s>`` 0, ``<unk>`` 1, the pieces, ``<pad>`` last."""
     import sentencepiece
 
     folder = Path(folder)
@@ -198,9 +176,8 @@ def train_marian_tokenizer(texts, folder, vocab_size: int = 300):
 
 def marian_config(vocab_size: int, d_model: int = 64, layers: int = 2, heads: int = 4,
                   ffn: int = 256, max_positions: int = 128):
-    """A ``MarianConfig`` of the given sizes with the published opus-mt conventions: swish,
-    embeddings scaled by sqrt(d_model) and shared, ``</s>`` = 0 ends the source and stops the
-    decoder, ``<pad>`` = the last id starts it."""
+    """A ``MarianConfig`` of the given sizes with opus-mt's conventions: swish, scaled shared
+    embeddings, ``</s>`` = 0 ends a sentence, ``<pad>`` = the last id starts the decoder."""
     pad = vocab_size - 1
     return _transformers().MarianConfig(
         vocab_size=vocab_size, d_model=d_model, encoder_layers=layers, decoder_layers=layers,
@@ -211,13 +188,9 @@ def marian_config(vocab_size: int, d_model: int = 64, layers: int = 2, heads: in
 
 
 def standin_marian(vocab_size: int, seed: int = 0, std: float = 0.3, **sizes):
-    """A small ``MarianMTModel`` (sizes: see :func:`marian_config`) with random weights, in eval
-    mode, and the published model's generation defaults (:func:`published_generation`).
-
-    Every weight and bias is drawn from ``N(0, std^2)``, every LayerNorm gain from ``N(1,
-    std^2)``, and ``final_logits_bias`` from ``N(0, 1)``: ``transformers``' own initialisation
-    (0.02, gains 1, biases 0) gives nearly the same output for every source, and would hide a
-    LayerNorm or a bias loaded in the wrong place. The positional table is left as it is."""
+    """A small ``MarianMTModel`` with random weights, in eval mode, with opus-mt's generation
+    defaults. Weights and biases ``N(0, std^2)``, LayerNorm gains ``N(1, std^2)``: transformers'
+    own initialisation gives nearly one output for every source, hiding a misplaced weight."""
     transformers = _transformers()
     config = marian_config(vocab_size, **sizes)
     with torch.random.fork_rng(devices=[]), torch.no_grad():
@@ -231,21 +204,15 @@ def standin_marian(vocab_size: int, seed: int = 0, std: float = 0.3, **sizes):
 
 
 def published_generation(model):
-    """``model`` with opus-mt's generation defaults: 4 beams, at most as many tokens as
-    positions (512 there), ``<pad>`` never generated."""
+    """``model`` with opus-mt's generation defaults: 4 beams, ``max_length``, no ``<pad>``."""
     config = model.config
     model.generation_config.update(num_beams=4, max_length=config.max_position_embeddings,
                                    bad_words_ids=[[config.pad_token_id]])
     return model
 
 
-# ----------------------------------------------------------------------------------------------
-# The offline stand-in: a small Marian translator trained on the course's corpus
-# ----------------------------------------------------------------------------------------------
-
 STANDIN_PATH = Path(__file__).resolve().parents[1] / "assets" / "nb15_marian"
-# notebook 09's corpus and small model (2 + 2 layers of width 64), a SentencePiece vocabulary
-# of 500 pieces (most toy words whole), the course's training recipe
+# notebook 09's corpus, model sizes and training recipe; 500 pieces keep most toy words whole
 STANDIN_CORPUS_ARGS = {"seed": 0, "num_train": 20000, "num_valid": 500, "num_test": 1000}
 STANDIN_SIZES = {"d_model": 64, "layers": 2, "heads": 4, "ffn": 256, "max_positions": 128}
 STANDIN_TRAINING = {"steps": 1200, "batch_size": 128, "warmup": 200, "label_smoothing": 0.1,
@@ -254,55 +221,32 @@ STANDIN_VOCAB_SIZE = 500
 
 
 def sentence_case(text: str) -> str:
-    """A toy sentence as a person writes it: ``"j'aime la voiture blanche"`` ->
-    ``"J'aime la voiture blanche."``."""
+    """``"j'aime la voiture blanche"`` -> ``"J'aime la voiture blanche."``."""
     return text[:1].upper() + text[1:] + "."
 
 
 def load_standin(path=STANDIN_PATH):
-    """``(MarianMTModel in eval mode, MarianTokenizer)``: the offline stand-in saved in
-    ``path`` (``save_pretrained``'s folder), loaded as the real model is, without a network."""
-    transformers = _transformers()
-    with warnings.catch_warnings():  # "Recommended: pip install sacremoses."
-        warnings.simplefilter("ignore")
-        tokenizer = transformers.MarianTokenizer.from_pretrained(path, local_files_only=True)
-    model = transformers.MarianMTModel.from_pretrained(path, dtype=torch.float32,
-                                                       local_files_only=True)
-    return model.eval(), tokenizer
+    """``(MarianMTModel in eval mode, MarianTokenizer)``: the offline stand-in saved in ``path``."""
+    return _load(path, local_files_only=True)
 
 
-def _encoded_pairs(pairs, tokenizer) -> list:
-    """Each ``(english, french)`` pair as two lists of ids, each ending with ``</s>``."""
-    sources = tokenizer([en for en, _ in pairs]).input_ids
+def _marian_batches(pairs, tokenizer, batch_size: int, pad_id: int, seed: int):
+    """Endless batches ``(input_ids, attention_mask, labels)`` of ``(english, french)`` pairs."""
+    sources = tokenizer([en for en, _ in pairs]).input_ids  # each ends with </s>
     targets = tokenizer(text_target=[fr for _, fr in pairs]).input_ids
-    return list(zip(sources, targets, strict=True))
+    encoded = list(zip(sources, targets, strict=True))
+    for chosen in shuffled_chunks(encoded, batch_size, seed):
+        padded = [torch.nn.utils.rnn.pad_sequence([torch.tensor(ids[k]) for ids in chosen],
+                                                  batch_first=True, padding_value=pad_id)
+                  for k in (0, 1)]
+        yield padded[0], padded[0] != pad_id, padded[1]
 
 
-def _marian_batches(encoded, batch_size: int, pad_id: int, seed: int):
-    """Endless batches ``(input_ids, attention_mask, labels)``, shuffled anew every epoch,
-    padded with ``pad_id``."""
-    rng, order = random.Random(seed), list(range(len(encoded)))
-    while True:
-        rng.shuffle(order)
-        for start in range(0, len(order) - batch_size + 1, batch_size):
-            chosen = [encoded[i] for i in order[start:start + batch_size]]
-            padded = [torch.nn.utils.rnn.pad_sequence([torch.tensor(ids[k]) for ids in chosen],
-                                                      batch_first=True, padding_value=pad_id)
-                      for k in (0, 1)]
-            yield padded[0], padded[0] != pad_id, padded[1]
-
-
-def train_standin(pairs, tokenizer, steps: int, batch_size: int = 128, warmup: int = 200,
-                  label_smoothing: float = 0.1, clip_norm: float = 1.0, seed: int = 0,
-                  progress: bool = True):
-    """A small ``MarianMTModel`` (:data:`STANDIN_SIZES`, ``tokenizer``'s vocabulary, the
-    published conventions and generation defaults) trained on ``pairs`` as notebook 09 trains
-    its model: Adam with the warm-up schedule, label smoothing, clipping. The decoder reads the
-    labels behind the pad id (notebook 15's exercise 2). Returns ``(model in eval mode,
-    losses)``.
-
-    ``transformers`` keeps ``final_logits_bias`` as a constant buffer; Marian trains it, so it is
-    a parameter here while training."""
+def train_standin(pairs, tokenizer, steps: int, batch_size: int, warmup: int,
+                  label_smoothing: float, clip_norm: float, seed: int, progress: bool = True):
+    """``(model in eval mode, losses)``: a small ``MarianMTModel`` trained on ``pairs`` as
+    notebook 09 trains its model. ``final_logits_bias``, a buffer in ``transformers``, is a
+    parameter while training, as in Marian."""
     from .training import label_smoothed_nll, make_optimizer, train
 
     transformers = _transformers()
@@ -324,7 +268,7 @@ def train_standin(pairs, tokenizer, steps: int, batch_size: int = 128, warmup: i
         return label_smoothed_nll(logits, labels, label_smoothing, ignore_index=pad)
 
     optimizer, scheduler = make_optimizer(model, config.d_model, warmup)
-    batches = _marian_batches(_encoded_pairs(pairs, tokenizer), batch_size, pad, seed)
+    batches = _marian_batches(pairs, tokenizer, batch_size, pad, seed)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)  # dropout's masks
         losses = train(model, batches, loss_fn, optimizer, scheduler, max_steps=steps,
@@ -336,8 +280,7 @@ def train_standin(pairs, tokenizer, steps: int, batch_size: int = 128, warmup: i
 
 
 def standin_exact_match(model, tokenizer, pairs, batch_size: int = 100) -> float:
-    """The share of ``pairs`` whose greedy translation (``generate`` with :data:`MATCHING`)
-    is exactly the French sentence."""
+    """The share of ``pairs`` whose greedy translation is exactly the French sentence."""
     right = 0
     for start in range(0, len(pairs), batch_size):
         chunk = pairs[start:start + batch_size]
@@ -350,11 +293,8 @@ def standin_exact_match(model, tokenizer, pairs, batch_size: int = 100) -> float
 
 
 def retrain_standin(path=None, progress: bool = True) -> dict:
-    """Retrain notebook 15's offline stand-in from scratch and save it (``save_pretrained``:
-    config, weights, generation defaults, the tokenizer's files, and ``training.json``, the
-    metadata returned) to ``path`` (default :data:`STANDIN_PATH`): a SentencePiece vocabulary
-    and a ``MarianMTModel`` trained on :data:`STANDIN_CORPUS_ARGS`'s corpus, each sentence
-    written as a person writes it (:func:`sentence_case`)."""
+    """Retrain notebook 15's offline stand-in on the corpus in sentence case and save it, with
+    ``training.json`` (the metadata returned), to ``path`` (default :data:`STANDIN_PATH`)."""
     from .translation import make_corpus
 
     corpus = make_corpus(**STANDIN_CORPUS_ARGS)

@@ -1,20 +1,9 @@
-"""Subword tokens: byte-pair encoding (BPE) from scratch. Notebook 14.
+"""Subword tokens: byte-pair encoding (BPE) from scratch (Sennrich et al., 2016). Notebook 14.
 
-Sennrich, Haddow and Birch, "Neural Machine Translation of Rare Words with Subword Units"
-(ACL 2016). A word is a tuple of symbols; its last symbol carries the end-of-word marker
-``</w>``, so ``"cats"`` starts as ``("c", "a", "t", "s</w>")``. Training repeats one step: count
-the adjacent pairs of symbols over a table of words and their frequencies, merge the most frequent
-pair into one new symbol, and record the merge. Encoding a new word applies the recorded merges
-in the order they were learned (their rank).
-
-The tie rule, stated once: the most frequent pair wins; on a tie, the pair whose left token came
-first in the vocabulary, then whose right token did. The vocabulary starts with the characters in
-code-point order, then the characters that end a word (with ``</w>``) in code-point order, and
-grows by one token per merge. Hugging Face's ``BpeTrainer`` uses the same rule on its own token
-ids; :func:`train_bpe` reproduces its merges exactly when given its starting vocabulary.
+A word is a tuple of symbols, the last marked ``</w>``: ``("c", "a", "t", "s</w>")``. Ties go to
+the pair whose left, then right, token came first in the vocabulary: the rule of Hugging Face's
+``BpeTrainer``, whose merges :func:`train_bpe` reproduces given its starting vocabulary.
 """
-
-from __future__ import annotations
 
 import json
 import re
@@ -44,8 +33,7 @@ SPECIAL = re.compile(f"({'|'.join(map(re.escape, SPECIALS))})")  # a special tok
 
 
 def word_table(texts, end: str = END, split=words_of) -> dict:
-    """``{symbols of a word: how often it occurs}`` over an iterable of texts, cut into words by
-    ``split`` (``str.split``: at spaces only, punctuation kept inside the words)."""
+    """``{symbols of a word: how often it occurs}`` over texts cut into words by ``split``."""
     counts = Counter(word for text in texts for word in split(text))
     return {split_word(word, end): n for word, n in counts.items()}
 
@@ -149,12 +137,8 @@ def decode(tokens: list, end: str = END) -> str:
 
 
 class BPE:
-    """A trained BPE tokenizer: merges, ids, ``encode`` (text -> ids), ``decode`` (ids -> text).
-
-    An unknown character (one never seen in training) becomes ``<unk>``. It can stand in for a
-    word-level :class:`~helpers.data.Vocab` (the same special ids, ``normalize``, ``decode``
-    that stops at ``<eos>``), so the course's training and ``translate`` take it unchanged.
-    """
+    """A trained BPE tokenizer: merges, ids, ``encode`` (text -> ids), ``decode`` (ids -> text);
+    an unseen character becomes ``<unk>``. It stands in for a :class:`~helpers.data.Vocab`."""
 
     def __init__(self, texts, num_merges: int, min_frequency: int = 1, vocab=None,
                  split=words_of):
@@ -195,14 +179,9 @@ class BPE:
                 or w[-1] + END not in self.ids and w[-1] not in self.ids]
 
 
-# ----------------------------------------------------------------------------------------------
-# Byte-level BPE: the 256 bytes as the starting alphabet
-# ----------------------------------------------------------------------------------------------
-
 @lru_cache(maxsize=None)
 def byte_alphabet() -> dict:
-    """``{byte: printable character}``, GPT-2's table: printable bytes stand for themselves,
-    the others (space, control bytes) are shifted past 255 so that every token prints."""
+    """GPT-2's ``{byte: printable character}``: the others (space, control bytes) past 255."""
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1),
             *range(ord("®"), ord("ÿ") + 1)]
     shifted = iter(range(256, 512))
@@ -220,14 +199,9 @@ def attention_cost(lengths) -> int:
     return sum(length * length for length in lengths)
 
 
-# ----------------------------------------------------------------------------------------------
-# The course's own English: the notebooks' prose
-# ----------------------------------------------------------------------------------------------
-
 def notebook_prose(paths) -> str:
     """The markdown of the notebooks at ``paths``, without code blocks, formulas and link
-    addresses: one paragraph per line. ``assets/course_prose.txt`` is its output for notebooks
-    00-13 (``write_prose_snapshot``), so that notebook 14 reads the same text on every run."""
+    addresses: one paragraph per line (``assets/course_prose.txt`` for notebooks 00-13)."""
     paragraphs = []
     for path in paths:
         for cell in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]:

@@ -1,20 +1,6 @@
-"""Training the Transformer, and saving it. Taught in notebook 09.
-
-The pieces, in the order notebook 09 builds them:
-
-* :func:`label_smoothed_nll`: cross-entropy with label smoothing (section 5.4 of the paper);
-* :func:`transformer_lr`, :func:`warmup_schedule`, :func:`make_optimizer`: Adam with the
-  paper's warm-up learning rate (section 5.3, equation 3);
-* :func:`train_step`, :func:`train`: one optimisation step, and a training loop over them that
-  knows nothing about translation: it takes a model, an iterable of batches and a
-  ``loss_fn(model, batch)``;
-* :func:`translation_loss`: teacher forcing on a :class:`helpers.data.Batch`;
-* :func:`save_checkpoint`, :func:`load_checkpoint`: config + vocabularies + weights in one file.
-
-The course's toy task (its corpus, :func:`~helpers.translation.translate`, the scores and the
-shipped models) is :mod:`helpers.translation`.
-
-Shapes: ``B`` batch, ``S`` source length, ``T`` target length, ``V`` vocabulary size.
+"""Training the Transformer, and saving it. Taught in notebook 09: label smoothing, Adam with
+the paper's warm-up schedule, a training loop that takes any ``loss_fn(model, batch)``, the
+teacher-forcing loss and checkpoints (config + vocabularies + weights in one file).
 """
 
 import dataclasses
@@ -34,9 +20,6 @@ from .model import Transformer, TransformerConfig, build_model
 def count_parameters(model: torch.nn.Module) -> int:
     """Trainable parameters (a tied matrix counts once)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-
-# ---- Label smoothing, the learning-rate schedule, the loop ---------------------------------
 
 
 def label_smoothed_nll(logits: torch.Tensor, labels: torch.Tensor, epsilon: float = 0.1,
@@ -78,10 +61,8 @@ def warmup_schedule(d_model: int, warmup: int, scale: float = 1.0) -> Callable[[
 
 
 def make_optimizer(model: torch.nn.Module, d_model: int, warmup: int, scale: float = 1.0):
-    """Adam with ``betas=(0.9, 0.98), eps=1e-9`` (section 5.3) and the warm-up schedule.
-
-    Returns ``(optimizer, scheduler)``; call ``scheduler.step()`` after every ``optimizer.step()``.
-    """
+    """``(optimizer, scheduler)``: Adam with ``betas=(0.9, 0.98), eps=1e-9`` (section 5.3) and
+    the warm-up schedule; call ``scheduler.step()`` after every ``optimizer.step()``."""
     optimizer = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)
     schedule = warmup_schedule(d_model, warmup, scale)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
@@ -115,13 +96,9 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
           max_seconds: Optional[float] = None, device=None, progress: bool = True,
           on_step: Optional[Callable[[int, float], None]] = None,
           step: Optional[Callable] = None) -> list:
-    """Run :func:`train_step` (or ``step``, a function with its arguments: notebook 09's
-    learner's) on each of ``batches`` and return the loss of every step (a list of floats). Stops when ``batches`` runs out, after ``max_steps`` steps or after
-    ``max_seconds`` seconds, whichever comes first. ``device``: batches are moved there with
-    ``.to(device)``. ``on_step(step, loss)`` is called after every step (e.g. to draw a live
-    loss plot). The model trains in training mode (dropout on) and gets its previous mode back
-    at the end. A loss of inf or NaN stops training with a ``ValueError`` naming the step.
-    """
+    """Every step's loss of :func:`train_step` (or ``step``) on each of ``batches``, until they
+    run out, ``max_steps`` or ``max_seconds``; ``on_step(step, loss)`` after each. The model's
+    mode is restored at the end; an inf or NaN loss raises a ``ValueError`` naming the step."""
     if max_steps is not None:
         check_sizes("train", max_steps=max_steps)  # 0 or less would never stop an endless stream
     step_fn, was_training, history = step or train_step, model.training, []
@@ -152,17 +129,10 @@ def train(model: torch.nn.Module, batches, loss_fn: Callable, optimizer, schedul
     return history
 
 
-# ---- The loss of the translation task ------------------------------------------------------
-
-
 def translation_loss(model: Transformer, batch, label_smoothing: float = 0.1) -> torch.Tensor:
-    """Teacher forcing on a :class:`helpers.data.Batch`: the decoder reads ``tgt_in`` (BOS +
-    target) and every position is scored against the next token, ``tgt_out`` (target + EOS)."""
+    """Teacher forcing: the decoder reads ``tgt_in`` and is scored against ``tgt_out``."""
     logits = model(batch.src, batch.tgt_in, batch.src_mask, batch.tgt_mask)  # (B, T, V)
     return label_smoothed_nll(logits, batch.tgt_out, label_smoothing, ignore_index=PAD_ID)
-
-
-# ---- Checkpoints ---------------------------------------------------------------------------
 
 
 class Checkpoint(NamedTuple):
@@ -175,8 +145,7 @@ class Checkpoint(NamedTuple):
 
 def save_checkpoint(path, model: Transformer, config: TransformerConfig, src_vocab: Vocab,
                     tgt_vocab: Vocab, metadata: Optional[dict] = None) -> None:
-    """Save config, vocabularies and weights as plain types (dicts, lists, strings, numbers,
-    tensors), so that :func:`load_checkpoint` can use ``torch.load(weights_only=True)``."""
+    """Save config, vocabularies and weights as plain types, for ``weights_only`` loading."""
     torch.save({
         "format": 1,
         "config": dataclasses.asdict(config),
@@ -194,13 +163,9 @@ def _config_differences(saved: TransformerConfig, given: TransformerConfig) -> l
 
 
 def load_checkpoint(path, config: Optional[TransformerConfig] = None, device="cpu") -> Checkpoint:
-    """Rebuild the model saved by :func:`save_checkpoint`, in eval mode, on ``device``.
-
-    With ``config``, first check that the checkpoint was saved with the same one; a
-    ``ValueError`` names every differing field. Any other file (empty, truncated, a plain
-    ``state_dict``, ...) is a ``ValueError`` saying why it is not such a checkpoint. Loading is
-    always safe (``weights_only=True``): a checkpoint holds only tensors and plain types.
-    """
+    """Rebuild the model saved by :func:`save_checkpoint`, in eval mode, on ``device``; with
+    ``config``, a ``ValueError`` names every field that differs from the saved one. Any other
+    file is a ``ValueError`` saying why it is not such a checkpoint."""
     if config is not None and not isinstance(config, TransformerConfig):
         raise TypeError(f"config must be a TransformerConfig, got {type(config).__name__}; "
                         "build one with TransformerConfig(**your_dict)")
@@ -232,8 +197,7 @@ def _not_a_checkpoint(path, why: str) -> ValueError:
 
 def _read_checkpoint(path) -> dict:
     """The dict that :func:`save_checkpoint` wrote, or a ValueError saying why ``path`` is not
-    one. torch's own messages are not passed on: for some files they advise turning safe
-    loading off, which would let a file run code on this machine."""
+    one. Not torch's messages: some advise turning safe loading off."""
     try:
         saved = torch.load(path, map_location="cpu", weights_only=True)
     except (FileNotFoundError, IsADirectoryError, PermissionError):  # their message says it

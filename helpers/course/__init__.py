@@ -1,14 +1,10 @@
 """The course itself: where it lives, how each notebook starts (``SETUP_CELL``, ``setup()``, the
-Colab badge), and which package versions it is tested with (``check_environment()``).
+Colab badge), and which package versions it is tested with (``check_environment()``)."""
 
-The contributor's tooling lives beside it: :mod:`helpers.course.tools` (``python -m
-helpers.course --write-assets | --execute notebooks/NN_name.ipynb | --retrain-asset``) and
-:mod:`helpers.course.sync` (``python -m helpers.course.sync --check | --write``: the marked
-notebook cells generated from ``helpers/``).
-"""
-
+import importlib.util
 import os
 import re
+import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
@@ -41,8 +37,8 @@ device = setup(seed=0)  # seeds; on Colab also turns the sliders on'''
 def colab_url(notebook_filename: str) -> str:
     """The Colab link that opens ``notebooks/<notebook_filename>`` straight from GitHub."""
     name = Path(notebook_filename).name  # "notebooks/00_introduction.ipynb" works too
-    colab_repo = REPO_URL.replace("https://github.com/", "https://colab.research.google.com/github/")
-    return f"{colab_repo}/blob/main/notebooks/{name}"
+    colab = REPO_URL.replace("https://github.com/", "https://colab.research.google.com/github/")
+    return f"{colab}/blob/main/notebooks/{name}"
 
 
 def colab_badge(notebook_filename: str) -> str:
@@ -50,36 +46,26 @@ def colab_badge(notebook_filename: str) -> str:
     return f"[![Open In Colab]({_BADGE_SVG})]({colab_url(notebook_filename)})"
 
 
-# ---------------------------------------------------------------------------------------------
-# Versions. requirements.txt pins one tested set for local installs; a learner's kernel may have
-# others (Colab ships its own and must not be changed). The ranges below are what the course is
-# tested with, in one place: the oldest end is Colab's runtime (tests/colab runs every notebook
-# on it), the newest is requirements.txt; no upper bound means newer releases are expected to work.
-CHECKED_PACKAGES = ("torch", "ipywidgets", "matplotlib", "seaborn", "numpy")
+# The versions the course is tested with: the oldest is Colab's runtime (tests/colab runs every
+# notebook on it), the newest requirements.txt; no upper bound: newer releases should work.
 SUPPORTED_VERSIONS = {  # package: (oldest supported "major.minor", first unsupported or None)
     "torch": ("2.11", None),  # Colab's 2.11.0 ran every notebook of tests/colab (README)
     "ipywidgets": ("7.7", "9"),  # 7.7 for Colab's front end, 8 for JupyterLab 4 and VS Code
-    "matplotlib": ("3.10", None),
-    "seaborn": ("0.13", None),
-    "numpy": ("2.1", None),
+    "matplotlib": ("3.10", None), "seaborn": ("0.13", None), "numpy": ("2.1", None),
 }
+CHECKED_PACKAGES = tuple(SUPPORTED_VERSIONS)
 # Releases that install fine but break a front end: (package, version) -> what to do instead.
 KNOWN_BAD = {
     ("ipywidgets", "8.1.9"): "VS Code shows no widgets with 8.1.9 (vscode-jupyter #17504): "
                              "pip install 'ipywidgets==8.1.8' 'jupyterlab_widgets==3.0.16'",
 }
-# What Colab's runtime lacks, installed there where a notebook first needs it (never an upgrade
-# of what it has): install_on_colab.
-COLAB_MISSING = {"sacrebleu": "2.6.0"}  # BLEU in notebook 09: helpers.translation.bleu
+COLAB_MISSING = {"sacrebleu": "2.6.0"}  # what Colab lacks (for bleu): see install_on_colab
 
 
 def _read_tested_versions(requirements: Path = ROOT / "requirements.txt") -> dict:
     """``{"torch": "2.13.0", ...}`` from the ``name==version`` lines of requirements.txt."""
-    pins = {}
-    for line in requirements.read_text().splitlines():
-        match = re.match(r"\s*([A-Za-z0-9_.-]+)\s*==\s*([^\s#;]+)", line)
-        if match and match.group(1).lower() in CHECKED_PACKAGES:
-            pins[match.group(1).lower()] = match.group(2)
+    lines = re.findall(r"^[ \t]*([\w.-]+)[ \t]*==[ \t]*([^\s#;]+)", requirements.read_text(), re.M)
+    pins = {name.lower(): version for name, version in lines}
     return {name: pins[name] for name in CHECKED_PACKAGES if name in pins}
 
 
@@ -129,12 +115,8 @@ def _verdict(package: str, installed, colab: bool) -> tuple:
 
 
 def check_environment() -> bool:
-    """Print one line per package, ``ok`` or what to do, and return True when all are ok.
-
-    A version is ok when it lies in :data:`SUPPORTED_VERSIONS`. On Colab the advice never
-    upgrades what Colab ships (its front end renders ipywidgets 7 only; a pip-installed torch
-    would replace its build and break torchvision).
-    """
+    """Print one line per package, ``ok`` or what to do (on Colab, never an upgrade of what Colab
+    ships), and return True when all are ok."""
     colab = on_colab()
     print("front end:", "Google Colab" if colab else "local (JupyterLab, VS Code, ...)")
     all_good = True
@@ -148,9 +130,6 @@ def check_environment() -> bool:
 
 def _install_missing(packages: dict) -> None:
     """``pip install`` each missing ``{name: version}``, quietly; never touches installed ones."""
-    import importlib.util
-    import subprocess
-
     missing = [f"{name}=={version}" for name, version in packages.items()
                if importlib.util.find_spec(name) is None]
     if missing:
@@ -162,21 +141,14 @@ def _install_missing(packages: dict) -> None:
 
 
 def install_on_colab(package: str) -> None:
-    """On Colab, ``pip install`` ``package`` (one of :data:`COLAB_MISSING`) if the runtime lacks
-    it: called where a notebook first needs it, so that only that notebook waits for the install
-    (sacrebleu: ``bleu``, notebook 09). Elsewhere it does nothing: requirements.txt has it."""
+    """On Colab, install ``package`` (of :data:`COLAB_MISSING`) where a notebook first needs it."""
     if on_colab():
         _install_missing({package: COLAB_MISSING[package]})
 
 
 def _choose_threads() -> int:
-    """One torch thread on a machine with two cores or fewer, torch's own choice elsewhere; a
-    thread count set in ``OMP_NUM_THREADS`` is always left as it is.
-
-    Measured on a 2-core CPU (README, "Open in Google Colab"): when the machine is idle a second
-    thread takes notebook 09 from 55 s to 40 s; with one other busy process it makes a training
-    step 1.9 times and a greedy decode 2.9 times slower than one thread.
-    """
+    """One torch thread on two cores or fewer (unless ``OMP_NUM_THREADS`` is set): beside one busy
+    process, a second thread makes a training step 1.9 times slower (README)."""
     import torch
 
     if "OMP_NUM_THREADS" not in os.environ and (os.cpu_count() or 1) <= 2:
@@ -185,13 +157,7 @@ def _choose_threads() -> int:
 
 
 def setup(seed: int = 0):
-    """What the setup cell of every notebook does once ``helpers`` is importable.
-
-    On Colab: turns on Colab's widget manager (needed after every runtime restart); what Colab
-    lacks is installed later, by the one notebook that needs it (:func:`install_on_colab`).
-    Everywhere: chooses torch's thread count, seeds every random number generator and returns
-    the fastest device.
-    """
+    """The setup cell's work (Colab's widgets, torch threads, seeds); returns the fastest device."""
     from ..utils import get_device, set_seed
 
     if on_colab():

@@ -12,8 +12,7 @@ USAGE = ("usage: python -m helpers.course --write-assets\n"
          "(assets/sweep.json)")
 
 def _sweep_options(args: list[str]) -> dict | None:
-    """``--jobs 1|2`` and ``--notebooks NN ...`` (only those notebooks' metrics are redone), or
-    None for anything else."""
+    """``--jobs 1|2`` and ``--notebooks NN ...`` as :func:`~.sweep.sweep`'s options, or None."""
     options = {}
     while args:
         if args[:1] == ["--jobs"] and args[1:2] in (["1"], ["2"]):

@@ -1,23 +1,7 @@
-"""The sweep: every trained-model result that a notebook asserts or quotes, retrained under the
-CPUs, thread counts and seeds of learners' machines (``python -m helpers.course --sweep``).
-
-A learner's CPU, thread count and BLAS add floating-point numbers in another order, and training
-amplifies those last bits: a model trained on another machine ends slightly elsewhere. PyTorch's
-own switches reproduce that spread on one machine: ``ATEN_CPU_CAPABILITY`` picks the kernels of
-an older instruction set (``default``: none of the vector ones; ``avx2``), ``MKL_CBWR`` fixes
-MKL's code path (``COMPATIBLE``, ``AVX2``), and the thread count splits the sums. Each run of
-:data:`RUNS` is a fresh Python process with its switches set before torch is imported; it trains
-what notebooks 09, 12 and 14 train, exactly as they do, and reports :data:`METRICS`.
-
-``assets/sweep.json`` keeps, for each metric, its minimum, median and maximum over the runs,
-with the switches and seeds of every run; ``tests/notebooks/test_claims.py`` checks that every
-threshold a notebook asserts (a line marked ``# sweep: <metric>``) lies inside the measured range
-with a margin, and that every range the prose quotes (``<!-- sweep: <metric> -->``) agrees.
-
-    python -m helpers.course --sweep            # every run of RUNS, two at a time
-    python -m helpers.course --sweep --jobs 1   # one at a time (fewer cores)
-    python -c "from helpers.course.sweep import sweep; sweep(notebooks=['14'])"  # one notebook
-"""
+"""The sweep (``python -m helpers.course --sweep``): every trained-model result that a notebook
+asserts or quotes (:data:`METRICS`), retrained in fresh processes under the emulated CPUs
+(``ATEN_CPU_CAPABILITY``, ``MKL_CBWR``), thread counts and seeds of :data:`RUNS`; its ranges go
+to ``assets/sweep.json``, which ``tests/notebooks/test_claims.py`` checks the notebooks against."""
 
 import json
 import os
@@ -25,16 +9,17 @@ import statistics
 import subprocess
 import sys
 import time
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SWEEP_PATH = ROOT / "assets" / "sweep.json"
 
-# The runs: the CPUs a learner may have (emulated), one and two torch threads, and three seeds
-# (the notebooks use seed 0; seeds 1 and 2 show how far one run is from another). Each run takes
-# about as long as notebooks 09 and 12 together; add runs here to sweep more CPUs.
+# The CPUs a learner may have (emulated), one and two torch threads, and seeds 1 and 2 beside the
+# notebooks' seed 0. Each run takes about as long as notebooks 09 and 12 together.
 RUNS = [
     {"switches": {}, "threads": 1, "seed": 0},  # the sweeping machine's own CPU (AVX-512 here)
     {"switches": {"ATEN_CPU_CAPABILITY": "avx2"}, "threads": 1, "seed": 0},
@@ -73,19 +58,11 @@ METRICS = {
 
 def _notebook_09(seed: int) -> dict:
     """Notebook 09's training (350 steps of 128 pairs) and its scores; pitfall T1's two runs."""
-    from functools import partial
-
     from ..data import PAD_ID, batches, encode_pairs
     from ..model import TransformerConfig, build_model
     from ..training import label_smoothed_nll, make_optimizer, train, translation_loss
-    from ..translation import (
-        CORPUS_ARGS,
-        bleu,
-        exact_match,
-        make_corpus,
-        train_translator,
-        translate,
-    )
+    from ..translation import CORPUS_ARGS, make_corpus, train_translator
+    from ..translation.evaluation import bleu, exact_match, translate
     from ..utils import set_seed
 
     corpus = make_corpus(**CORPUS_ARGS)
@@ -124,8 +101,7 @@ def _notebook_09(seed: int) -> dict:
 
 
 def _notebook_12(seed: int) -> dict:
-    """Notebook 12's equal budget (200 steps of 64 pairs, no dropout) for both models, and the
-    two cells that read the trained decoder-only model."""
+    """Notebook 12's two models (200 steps of 64 pairs, no dropout) and the cells that read them."""
     import torch
 
     from ..continuation import continue_translations, prompt_ids, train_gpt
@@ -140,21 +116,18 @@ def _notebook_12(seed: int) -> dict:
     encoder_decoder, _ = train_translator(corpus, replace(TransformerConfig.small(), dropout=0.0),
                                           **budget)
     english, french = [en for en, _ in corpus.test], [fr for _, fr in corpus.test]
-    import warnings
-
     with warnings.catch_warnings():  # translate names the sentences cut at max_len
         warnings.simplefilter("ignore")
         ed = exact_match(translate(encoder_decoder, english, corpus.src_vocab,
                                    corpus.tgt_vocab), french)
     prompt = prompt_ids(["my blue baskets are dirty"], vocab)[0]
     sequence = prompt + generate(gpt, [prompt], 20)[0]
-    with torch.no_grad():
-        gpt(torch.tensor([sequence]))
     sep = len(prompt) - 1
-    share = gpt.blocks[1].self_attn.attention_weights[0].mean(dim=0)[sep:, 1:sep].sum(-1).mean()
     so_far = prompt_ids(["these black rabbits love these birds"], vocab)[0] + [
         vocab.ids["ces"], vocab.ids["lapins"]]
     with torch.no_grad():
+        gpt(torch.tensor([sequence]))
+        share = gpt.blocks[1].self_attn.attention_weights[0].mean(dim=0)[sep:, 1:sep].sum(-1).mean()
         top2 = gpt(torch.tensor([so_far]))[0, -1].topk(2).indices.tolist()
     subset = corpus.test[:100]  # the sampling table: 5 samples of 100 sentences
     prompts = prompt_ids([en for en, _ in subset], vocab) * 5
@@ -172,24 +145,15 @@ def _notebook_12(seed: int) -> dict:
 
 
 def _notebook_14(seed: int) -> dict:
-    """Notebook 14's three translators (word-level; subword; subword with one tied matrix), each
-    trained for NAMED_STEPS steps on the corpus with names, and their scores on the three test
-    sets (the word-level one copies no unseen name, on any CPU: it has no token for one)."""
-    from ..translation import CORPUS_ARGS, make_corpus
-    from ..translation.names import (
-        NAMED_KINDS,
-        name_corpus,
-        named_scores,
-        named_vocabularies,
-        train_named,
-    )
+    """Notebook 14's three translators and their scores on the three test sets."""
+    from ..translation import CORPUS_ARGS, make_corpus, names
 
-    named = name_corpus(make_corpus(**CORPUS_ARGS))
-    vocabularies = named_vocabularies(named)
+    named = names.name_corpus(make_corpus(**CORPUS_ARGS))
+    vocabularies = names.named_vocabularies(named)
     metrics = {}
-    for kind in NAMED_KINDS:
-        model, _ = train_named(kind, named, vocabularies, seed=seed)
-        scores = named_scores(model, *vocabularies[kind], named)
+    for kind in names.NAMED_KINDS:
+        model, _ = names.train_named(kind, named, vocabularies, seed=seed)
+        scores = names.named_scores(model, *vocabularies[kind], named)
         metrics[f"14.{kind}_exact_match"] = scores["ordinary"][0]
         if kind != "words":
             for test, name in [("names", "names"), ("new_syllables", "new")]:
@@ -202,8 +166,7 @@ NOTEBOOKS = {"09": _notebook_09, "12": _notebook_12, "14": _notebook_14}
 
 
 def run_one(threads: int, seed: int, notebooks=None) -> dict:
-    """Every metric of this process (its switches were set before torch was imported), or
-    those of ``notebooks`` only (keys of :data:`NOTEBOOKS`)."""
+    """Every metric of this process, or those of ``notebooks`` only (keys of :data:`NOTEBOOKS`)."""
     import torch
 
     torch.set_num_threads(threads)
@@ -213,8 +176,7 @@ def run_one(threads: int, seed: int, notebooks=None) -> dict:
 
 def _start(run: dict) -> dict:
     """One run of :data:`RUNS` in a fresh process; its metrics and its time."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "OMP_NUM_THREADS")}
+    env = {k: v for k, v in os.environ.items() if k not in ("ATEN_CPU_CAPABILITY", "MKL_CBWR")}
     env.update(run["switches"], OMP_NUM_THREADS=str(run["threads"]), PYTHONHASHSEED="0",
                OMP_WAIT_POLICY="PASSIVE")  # two runs share the cores: no thread spins idle
     start = time.perf_counter()
@@ -230,8 +192,7 @@ def _start(run: dict) -> dict:
 
 def summarise(results: list) -> dict:
     """``{metric: {"min", "median", "max", "seed_0_min", "seed_0_max", "description"}}`` over the
-    runs' results: over every run, and over the runs of seed 0, the notebooks' own seed (on every
-    CPU), which is what a yes/no claim about the notebook's model needs."""
+    runs' results; a yes/no claim about a notebook's model needs its own seed 0's range."""
     return {name: {"min": min(values), "median": statistics.median(values), "max": max(values),
                    "seed_0_min": min(seed_0), "seed_0_max": max(seed_0),
                    "description": METRICS[name]}
@@ -241,8 +202,7 @@ def summarise(results: list) -> dict:
 
 
 def _without(runs: list, notebooks) -> list:
-    """``runs`` of an earlier sweep without what they measured of ``notebooks``: a run of those
-    notebooks alone goes, a run of every notebook keeps the other notebooks' metrics."""
+    """``runs`` of an earlier sweep without what they measured of ``notebooks``."""
     prefixes = tuple(f"{number}." for number in notebooks)
     kept = []
     for run in runs:
@@ -256,9 +216,8 @@ def _without(runs: list, notebooks) -> list:
 
 
 def sweep(runs=RUNS, jobs: int = 2, path: Path = SWEEP_PATH, notebooks=None) -> dict:
-    """Every run of ``runs`` (``jobs`` at a time), summarised and written to ``path``. With
-    ``notebooks`` (such as ``["14"]``), only theirs: their metrics replace those in ``path``,
-    the others are kept."""
+    """Every run of ``runs`` (``jobs`` at a time), summarised and written to ``path``; with
+    ``notebooks`` (such as ``["14"]``), only their metrics are redone in ``path``."""
     start = time.perf_counter()
     runs = [{**run, "notebooks": list(notebooks)} for run in runs] if notebooks else runs
     with ThreadPoolExecutor(jobs) as pool:

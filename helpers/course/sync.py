@@ -1,26 +1,6 @@
-"""One source of truth: ``helpers/`` holds every definition; notebooks show generated copies.
-
-A notebook teaches a definition in a *marked cell*: a code cell whose first line is
-``# helpers/<module>.py``. Below the marker come optional imports, then the definitions, each
-copied verbatim (docstring and comments included) from ``helpers/<module>.py``. :data:`MANIFEST`
-says which marked cells each notebook has, in order, and what they hold.
-
-Write first, then see the answer: where the learner writes a definition before seeing it, its
-manifest entry names that exercise (``(module, names, "exercise name")``) and the marked cell is
-a *reference cell*: its first line is ``#@title Reference answer: <exercise>`` (Colab shows the
-title of a form and hides the code), the marker is its second line, and its metadata collapse it
-in both front ends (``cellView: "form"`` for Colab, ``jupyter.source_hidden`` for JupyterLab).
-``--write`` sets the title and the metadata; ``--check`` reports a reference cell without them.
-A reference that the core has no definition for (a function only an exercise asks for) lives in
-its notebook's exercise module and is marked the same way: ``# helpers/exercises/nb01.py``.
-
-``helpers/`` is what the tests, the checkers and later notebooks import, so a marked cell is a
-view of it: edit ``helpers/``, run ``--write``, and re-execute the notebook (``python -m
-helpers.course --execute``) if its outputs depend on the change.
-
-    python -m helpers.course.sync --check   # exit 1 and a unified diff per drifted cell
-    python -m helpers.course.sync --write   # rewrite the marked cells from helpers/
-"""
+"""One source of truth: a notebook's *marked cell* (first line ``# helpers/<module>.py``, after
+the ``#@title`` of a collapsed reference cell) holds definitions copied verbatim from that module
+(:data:`MANIFEST`); ``--check`` shows a diff per drifted cell, ``--write`` rewrites them."""
 
 import ast
 import difflib
@@ -46,23 +26,18 @@ MANIFEST = {
     "02_positional_encoding": [
         ("positional", ["sinusoidal_encoding"], "sinusoidal_encoding"),
         ("exercises/nb02", ["add_positional_encoding"], "add_positional_encoding"),
-        ("positional", ["PositionalEncoding"]),
-        ("exercises/nb02", ["pe_rotation"], "pe_rotation"),
+        ("positional", ["PositionalEncoding"]), ("exercises/nb02", ["pe_rotation"], "pe_rotation"),
     ],
-    "03_multi_head_attention": [
-        ("attention", ["split_heads"], "split_heads"),
-        ("attention", ["merge_heads"], "merge_heads"),
-        ("attention", ["MultiHeadAttention"], "multi_head_attention"),
-    ],
-    "04_add_norm_and_feed_forward": [
-        ("layers", ["layer_norm"], "layer_norm"),
-        ("layers", ["LayerNorm"]),
-        ("exercises/nb04", ["feed_forward"], "feed_forward"),
-        ("layers", ["FeedForward"]),
-        ("layers", ["residual_sublayer"], "residual_sublayer"),
-    ],
-    "05_encoder": [("layers", ["EncoderLayer"], "encoder_layer"),
-                   ("layers", ["layer_stack"]), ("layers", ["Encoder"])],
+    "03_multi_head_attention": [("attention", ["split_heads"], "split_heads"),
+                                ("attention", ["merge_heads"], "merge_heads"),
+                                ("attention", ["MultiHeadAttention"], "multi_head_attention")],
+    "04_add_norm_and_feed_forward": [("layers", ["layer_norm"], "layer_norm"),
+                                     ("layers", ["LayerNorm"]),
+                                     ("exercises/nb04", ["feed_forward"], "feed_forward"),
+                                     ("layers", ["FeedForward"]),
+                                     ("layers", ["residual_sublayer"], "residual_sublayer")],
+    "05_encoder": [("layers", ["EncoderLayer"], "encoder_layer"), ("layers", ["layer_stack"]),
+                   ("layers", ["Encoder"])],
     "06_masks": [("masks", ["causal_mask"], "causal_mask"),
                  ("masks", ["padding_mask"], "padding_mask")],
     "07_decoder": [("exercises/nb07", ["cross_attention"], "cross_attention"),
@@ -76,44 +51,30 @@ MANIFEST = {
                     ("training", ["transformer_lr", "warmup_schedule"], "transformer_lr"),
                     ("training", ["train_step"], "train_step")],
     "10_decoding": [("decoding", ["greedy_decode"], "greedy_decode"),
-                    ("decoding", ["beam_step"], "beam_step"),
-                    ("decoding", ["cannot_improve"]),
-                    ("decoding", ["beam_search"], "beam_search"),
-                    ("attention", ["KVCache"]),
+                    ("decoding", ["beam_step"], "beam_step"), ("decoding", ["cannot_improve"]),
+                    ("decoding", ["beam_search"], "beam_search"), ("attention", ["KVCache"]),
                     ("attention", ["MultiHeadAttention"], "kv_cache_decode")],
     "11_inspecting_attention": [("ablation", ["zero_head"], "zero_head"),
                                 ("ablation", ["ablated"])],
     "12_decoder_only": [
         ("continuation", ["continuation_example", "ContinuationBatch", "continuation_batch"],
          "continuation_example"),
-        ("gpt", ["GPT_CHOICES"]),
-        ("gpt", ["GPTConfig"]),
-        ("gpt", ["Block"]),
-        ("gpt", ["GPT"], "gpt"),
-        ("continuation", ["continuation_loss"]),
-        ("generation", ["filter_logits"], "filter_logits"),
-        ("generation", ["sample_next"]),
+        ("gpt", ["GPT_CHOICES"]), ("gpt", ["GPTConfig"]), ("gpt", ["Block"]),
+        ("gpt", ["GPT"], "gpt"), ("continuation", ["continuation_loss"]),
+        ("generation", ["filter_logits"], "filter_logits"), ("generation", ["sample_next"]),
         ("generation", ["generate_tokens"], "generate_tokens"),
-        ("layers", ["rms_norm", "RMSNorm"], "rms_norm"),
-        ("layers", ["SwiGLU"]),
-        ("positional", ["rope_angles"]),
-        ("positional", ["apply_rope"], "apply_rope"),
+        ("layers", ["rms_norm", "RMSNorm"], "rms_norm"), ("layers", ["SwiGLU"]),
+        ("positional", ["rope_angles"]), ("positional", ["apply_rope"], "apply_rope"),
     ],
-    "13_scaling_up": [
-        ("distributed", ["rank_loss"], "rank_loss"),
-        ("distributed", ["process_group", "wrap_model"]),
-        ("distributed", ["pieces_and_token_count"]),
-        ("distributed", ["gradient_sync"]),
-        ("distributed", ["forward_backward"]),
-        ("distributed", ["average_gradients"], "average_gradients"),
-    ],
-    "14_subword_tokens": [
-        ("tokens", ["pair_counts"], "pair_counts"),
-        ("tokens", ["merge_pair"], "merge_pair"),
-        ("tokens", ["best_pair", "train_bpe"], "train_bpe"),
-        ("tokens", ["encode_word"], "encode_word"),
-        ("tokens", ["decode"]),
-    ],
+    "13_scaling_up": [("distributed", ["rank_loss"], "rank_loss"),
+                      ("distributed", ["process_group", "wrap_model"]),
+                      ("distributed", ["pieces_and_token_count"]),
+                      ("distributed", ["gradient_sync"]), ("distributed", ["forward_backward"]),
+                      ("distributed", ["average_gradients"], "average_gradients")],
+    "14_subword_tokens": [("tokens", ["pair_counts"], "pair_counts"),
+                          ("tokens", ["merge_pair"], "merge_pair"),
+                          ("tokens", ["best_pair", "train_bpe"], "train_bpe"),
+                          ("tokens", ["encode_word"], "encode_word"), ("tokens", ["decode"])],
     "15_pretrained_translator": [
         ("pretrained", ["marian_key", "load_marian"], "load_marian"),
         ("exercises/nb15", ["interleave_halves"], "interleave_halves"),
@@ -168,8 +129,7 @@ NOT_TAUGHT = {
 
 
 def definitions(module: str, root: Path = ROOT) -> dict:
-    """Top-level definitions of ``helpers/<module>.py``: name -> exact source text (decorators
-    included; an assignment is named by its target)."""
+    """``helpers/<module>.py``'s top-level definitions: name -> source, decorators included."""
     source = (root / "helpers" / f"{module}.py").read_text()
     lines = source.splitlines()
     found = {}
@@ -198,20 +158,14 @@ def _lines(source: str) -> list:
 
 
 def marked_cells(notebook: dict) -> list:
-    """``(cell, module)`` for every code cell whose first line (after a ``#@title`` line, if
-    any) is a marker."""
-    cells = []
-    for cell in notebook["cells"]:
-        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
-        match = MARKER.match(_lines(source)[0])
-        if match:
-            cells.append((cell, match.group(1)))
-    return cells
+    """``(cell, module)`` for each code cell whose first line (after a ``#@title``) is a marker."""
+    code = [cell for cell in notebook["cells"] if cell["cell_type"] == "code"]
+    matches = [(cell, MARKER.match(_lines("".join(cell["source"]))[0])) for cell in code]
+    return [(cell, match.group(1)) for cell, match in matches if match]
 
 
 def is_collapsed(cell: dict) -> bool:
-    """Collapsed in JupyterLab (``jupyter.source_hidden``) and in Colab (a form cell whose
-    first line is a ``#@title``)."""
+    """Collapsed in JupyterLab (``jupyter.source_hidden``) and in Colab (a ``#@title`` form)."""
     meta = cell.get("metadata", {})
     first = "".join(cell["source"]).split("\n", 1)[0]
     return (meta.get("jupyter", {}).get("source_hidden") is True
@@ -220,29 +174,24 @@ def is_collapsed(cell: dict) -> bool:
 
 def _preamble(source: str) -> str:
     """The lines between the marker and the first definition: imports and comments only."""
-    body = "\n".join(_lines(source)[1:])
     kept = []
-    for line in body.split("\n"):
-        if line.startswith(("import ", "from ", "#")) or not line.strip():
-            kept.append(line)
-        else:
+    for line in _lines(source)[1:]:
+        if line.strip() and not line.startswith(("import ", "from ", "#")):
             break
+        kept.append(line)
     return "\n".join(kept).strip("\n")
 
 
-def expected_cell(module: str, names: list, current: str, root: Path = ROOT,
-                  exercise=None) -> str:
-    """The text a marked cell must have: the title of a reference cell (when ``exercise``),
-    marker, its own imports, the definitions from ``helpers/<module>.py`` separated by two blank
-    lines (PEP 8)."""
+def expected_cell(module: str, names: list, current: str, root: Path = ROOT, exercise=None) -> str:
+    """The text a marked cell must have: the title (of a reference cell), the marker, its own
+    imports, and the definitions from ``helpers/<module>.py`` two blank lines apart."""
     defined = definitions(module, root)
     missing = [n for n in names if n not in defined]
     if missing:
         raise KeyError(f"helpers/{module}.py defines no {', '.join(missing)} (see MANIFEST)")
     parts = [TITLE.format(exercise)] if exercise else []
     parts.append(f"# helpers/{module}.py")
-    preamble = _preamble(current)
-    if preamble:
+    if preamble := _preamble(current):
         parts.append(preamble + "\n\n")
     return "\n".join(parts) + "\n" + "\n\n\n".join(defined[n] for n in names)
 
@@ -256,15 +205,13 @@ def long_cells(notebook: dict, stem: str, write: bool = False) -> list:
         above = cells[index - 1] if index else {"cell_type": "code", "source": []}
         text = "".join(above["source"]) if above["cell_type"] == "markdown" else ""
         match = REASON.search(text)
-        if cell["cell_type"] != "code" or (lines <= LONG_CELL and not match) or (
-                is_collapsed(cell) and not match):  # a reference cell is read when opened
-            continue
+        if cell["cell_type"] != "code" or not match and (lines <= LONG_CELL or is_collapsed(cell)):
+            continue  # short, or a reference cell (read when opened)
         if match is None:
             found.append(f"{stem} cell {index}: {lines} lines, and the markdown above does not "
                          "say why (*Why the next cell is long (N lines):* ...)")
         elif int(match.group(1)) != lines:
-            found.append(f"{stem} cell {index}: {lines} lines, the note above says "
-                         f"{match.group(1)}")
+            found.append(f"{stem} cell {index}: {lines} lines, the note above says {match[1]}")
             if write:
                 note = f"*Why the next cell is long ({lines} lines):*"
                 above["source"] = text.replace(match.group(0), note).splitlines(keepends=True)
@@ -272,8 +219,8 @@ def long_cells(notebook: dict, stem: str, write: bool = False) -> list:
 
 
 def problems(write: bool = False, root: Path = ROOT, manifest: dict = MANIFEST) -> list:
-    """Differences between the notebooks' marked cells and ``helpers/`` (unified diffs), and
-    markers that are missing or not in the manifest. With ``write``, fix the cells' text."""
+    """Marked cells that differ from ``helpers/`` or the manifest, and long cells' notes (fixed if
+    ``write``)."""
     found = []
     stems = {p.stem for p in (root / "notebooks").glob("[0-9][0-9]_*.ipynb")}
     for stem in sorted(stems | set(manifest)):
@@ -285,12 +232,11 @@ def problems(write: bool = False, root: Path = ROOT, manifest: dict = MANIFEST) 
         cells, wanted = marked_cells(notebook), manifest.get(stem, [])
         modules, wanted = [m for _, m in cells], [entry(item) for item in wanted]
         if modules != [m for m, _, _ in wanted]:
-            found.append(
-                f"{stem}: MANIFEST expects marked cells for {[m for m, _, _ in wanted]}, the "
-                f"notebook has {modules}: a '# helpers/<module>.py' first line was removed, "
-                "moved or added")
+            found.append(f"{stem}: MANIFEST expects marked cells for {[m for m, _, _ in wanted]}, "
+                         f"the notebook has {modules}: a '# helpers/<module>.py' first line was "
+                         "removed, moved or added")
             continue
-        changed = False
+        before = len(found)
         for (cell, module), (_, names, exercise) in zip(cells, wanted, strict=True):
             current = "".join(cell["source"])
             expected = expected_cell(module, names, current, root, exercise)
@@ -298,7 +244,6 @@ def problems(write: bool = False, root: Path = ROOT, manifest: dict = MANIFEST) 
                 found.append(f"{stem}: the reference cell of {exercise!r} ({module}: "
                              f"{', '.join(names)}) is not collapsed (metadata {COLLAPSED})")
                 cell["metadata"] = {**cell.get("metadata", {}), **COLLAPSED}
-                changed = True
             if current != expected:
                 diff = difflib.unified_diff(
                     current.splitlines(), expected.splitlines(), lineterm="",
@@ -306,12 +251,10 @@ def problems(write: bool = False, root: Path = ROOT, manifest: dict = MANIFEST) 
                     tofile=f"helpers/{module}.py")
                 found.append("\n".join(diff))
                 cell["source"] = expected.splitlines(keepends=True)
-                changed = True
-        notes = long_cells(notebook, stem, write)
-        found += notes
-        if write and (changed or notes):
-            text = json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False)
-            path.write_text(text + "\n")
+        found += long_cells(notebook, stem, write)
+        if write and len(found) > before:  # a cell or a note above one was corrected
+            path.write_text(json.dumps(notebook, sort_keys=True, indent=1, ensure_ascii=False)
+                            + "\n")
     return found
 
 
@@ -319,14 +262,13 @@ def main(argv: list, root: Path = ROOT, manifest: dict = MANIFEST) -> int:
     if argv not in (["--check"], ["--write"]):
         print("usage: python -m helpers.course.sync --check | --write")
         return 2
-    found = problems(argv == ["--write"], root, manifest)
+    write = argv == ["--write"]
+    found = problems(write, root, manifest)
     for text in found:
         print(text, end="\n\n")
-    if argv == ["--write"]:
-        print(f"rewrote {len(found)} cell(s)" if found else "every marked cell is in sync")
-        return 0
-    print(f"{len(found)} problem(s)" if found else "every marked cell is in sync")
-    return 1 if found else 0
+    summary = f"rewrote {len(found)} cell(s)" if write else f"{len(found)} problem(s)"
+    print(summary if found else "every marked cell is in sync")
+    return 1 if found and not write else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""The contributor's commands (``python -m helpers.course ...``): redraw the assets, store a
-notebook's outputs, retrain the shipped translator. Learners never need them."""
+"""The contributor's commands (``python -m helpers.course``): assets, outputs, retraining."""
 
+import inspect
 import os
+import time
 from pathlib import Path
 
 from . import ASSETS
@@ -13,22 +14,16 @@ def write_assets(folder: Path = ASSETS) -> list:
 
     from ..figures import architecture_figure
 
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    path = Path(folder) / "architecture.png"
+    path.parent.mkdir(parents=True, exist_ok=True)
     fig = architecture_figure()
-    path = folder / "architecture.png"
     fig.savefig(path, dpi=120, facecolor="white")
     plt.close(fig)
     return [path]
 
 
 def drop_repeated_figures(notebook) -> None:
-    """Keep only the widget in the stored outputs of each ``interact`` cell.
-
-    Executed without a front end, a slider cell stores the figure its function drew at the
-    start, beside the widget. The cell before it draws the same figure for readers without a
-    kernel (GitHub, a notebook opened without running it), who would then see it twice; in a
-    running notebook the widget draws it again anyway."""
+    """Keep only the widget in each ``interact`` cell's outputs: the cell above shows its figure."""
     for cell in notebook.cells:
         if cell.cell_type != "code" or "interact(" not in cell.source:
             continue
@@ -41,11 +36,7 @@ def drop_repeated_figures(notebook) -> None:
 
 
 def execute_in_place(paths) -> None:
-    """Re-execute each notebook top to bottom in a new kernel (one torch thread, at most 300 s a
-    cell) and store its outputs, as a contributor must after changing one. It uses
-    :func:`helpers.bench.execute_notebook`, which does not stall at an ``interact`` cell the way
-    ``jupyter nbconvert --execute`` can. Notebook 15 runs offline (its stand-in, not the real
-    translator), as the tests do."""
+    """Re-execute and save each notebook in a new kernel (one torch thread, notebook 15 offline)."""
     paths = [Path(path) for path in paths]
     for path in paths:  # every path first, before seconds of imports
         if path.suffix != ".ipynb" or not path.is_file():
@@ -77,32 +68,26 @@ RETRAINABLE = {
 
 
 def retrain_asset(which: str = "translator", path=None, progress: bool = True) -> dict:
-    """Retrain a shipped model from scratch (``which``: a name of :data:`RETRAINABLE`), save it
-    to ``path`` (default: the shipped file) and return its metadata. For the translators of
-    notebooks 10 and 11: ``train_translator``'s defaults, with ``ASSET_STEPS`` steps on the
-    course's corpus (``"translator"``) or ``NEGATION_STEPS`` on the corpus with negations
-    (``"negation"``)."""
+    """Retrain a shipped model (``which``: a name of :data:`RETRAINABLE`), save it to ``path``
+    (default: the shipped file) and return its metadata."""
     if which not in RETRAINABLE:
         raise ValueError(f"expected one of {sorted(RETRAINABLE)}, got {which!r}")
-    if which == "nb12":  # notebook 12's two models (assets/nb12_models.pt): helpers.continuation's recipe
+    if which == "nb12":
         from ..continuation import retrain_models
 
         return retrain_models(path, progress)
-    if which == "marian":  # notebook 15's offline stand-in (assets/nb15_marian/), a MarianMTModel
+    if which == "marian":
         from ..pretrained import retrain_standin
 
         return retrain_standin(path, progress)
-    import inspect
-    import time
+    if which.startswith("nb14_"):
+        from ..translation.names import retrain_named
 
+        return retrain_named(which.removeprefix("nb14_"), path, progress)
     from .. import translation as task
     from ..model import TransformerConfig
     from ..training import save_checkpoint
 
-    if which in ("nb14_words", "nb14_subwords", "nb14_tied"):  # notebook 14's three translators
-        from ..translation.names import retrain_named
-
-        return retrain_named(which.removeprefix("nb14_"), path, progress)
     parameters = inspect.signature(task.train_translator).parameters.values()
     defaults = {p.name: p.default for p in parameters
                 if isinstance(p.default, (int, float)) and not isinstance(p.default, bool)}

@@ -1,23 +1,25 @@
-"""Small builders that the notebooks' case lists share: seeded tensors and masks, a module built
-under a fixed seed, and LayerNorms made to differ. They import nothing a notebook teaches, so
-every notebook's module may use them (pass the class to build: ``seeded(0, build_model, ...)``).
-"""
+"""Builders the notebooks' case lists share (seeded tensors and masks, slips, seeded modules);
+they import nothing a notebook teaches, so every notebook's module may use them."""
 
 import torch
 from torch import nn
 
 from .engine import Exercise, Pitfall, randn, slip
 
-__all__ = ["randn", "random_mask", "causal", "slips", "seeded", "randomise_norms",
-           "with_random_norms", "swaps", "exercise"]
+__all__ = ["randn", "random_mask", "causal", "slips", "seeded", "with_random_norms", "swaps",
+           "exercise"]
 
 
 def slips(target, rows, *always, names=None, method="forward") -> tuple:
-    """One :class:`~.engine.Pitfall` per row ``(id, name, edits, hint)``: a :func:`~.engine.slip`
-    of ``target`` with the row's ``edits`` (a list of ``(old, new)``), then the ``always`` edits;
-    a ``hint`` of None takes the id's hint from pitfalls.HINTS."""
-    return tuple(Pitfall(pid, name, slip(target, *edits, *always, names=names, method=method),
-                         hint) for pid, name, edits, hint in rows)
+    """One :class:`~.engine.Pitfall` per row ``(id, name, edits, hint[, shows])``: a
+    :func:`~.engine.slip` of ``target`` with the row's ``edits`` (one ``(old, new)`` pair or a
+    list of them), then the ``always`` edits; a ``hint`` of None: the id's own in HINTS."""
+    pitfalls = []
+    for pid, name, edits, hint, *shows in rows:
+        edits = [edits] if edits and isinstance(edits[0], str) else edits
+        variant = slip(target, *edits, *always, names=names, method=method)
+        pitfalls.append(Pitfall(pid, name, variant, hint, *shows))
+    return tuple(pitfalls)
 
 
 def random_mask(g: torch.Generator, *shape: int) -> torch.Tensor:
@@ -36,33 +38,25 @@ def causal(size: int) -> torch.Tensor:
 
 def seeded(seed: int, build, *args, **kwargs):
     """``build(*args, **kwargs)`` under ``torch.manual_seed(seed)``, in eval mode if a module;
-    the global random state is left as it was. E.g. a tiny translator:
-    ``seeded(0, build_model, TransformerConfig(16, 2, 1, 32, 0.0), 12, 12)``."""
+    the global random state is left as it was."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         built = build(*args, **kwargs)
     return built.eval() if isinstance(built, nn.Module) else built
 
 
-def randomise_norms(module: nn.Module) -> nn.Module:
-    """Give every direct child LayerNorm (``norm1``, ``norm2``, ...) of ``module`` a gain near 1
-    and a bias near 0 that differ per feature, from the global generator (which
-    :class:`~.engine.ModuleCase` seeds), so that swapped or misplaced norms show."""
-    with torch.no_grad():
-        for name, child in module.named_children():
-            if name.startswith("norm"):
-                child.weight.copy_(1 + 0.3 * torch.randn_like(child.weight))
-                child.bias.copy_(0.3 * torch.randn_like(child.bias))
-    return module
-
-
 def with_random_norms(cls: type) -> type:
-    """A subclass of the layer ``cls`` built with :func:`randomise_norms`: give it to
-    ``ModuleCase(weights_of=...)`` so that the learner's layer gets those weights."""
+    """A subclass of the layer ``cls`` for ``ModuleCase(weights_of=...)`` whose LayerNorms
+    (``norm1``, ...) get a gain near 1 and a bias near 0 that differ per feature, from the global
+    generator (which ModuleCase seeds), so that swapped or misplaced norms show."""
 
     def __init__(self, *args, **kwargs):
         cls.__init__(self, *args, **kwargs)
-        randomise_norms(self)
+        with torch.no_grad():
+            for name, child in self.named_children():
+                if name.startswith("norm"):
+                    child.weight.copy_(1 + 0.3 * torch.randn_like(child.weight))
+                    child.bias.copy_(0.3 * torch.randn_like(child.bias))
 
     return type(f"RandomNorms{cls.__name__}", (cls,), {"__init__": __init__})
 
@@ -70,7 +64,7 @@ def with_random_norms(cls: type) -> type:
 def swaps(target, old: str, rows, **kwargs) -> tuple:
     """:func:`slips` of ``target`` whose rows ``(id, name, new, hint)`` each put ``new`` in the
     place of the one expression ``old``."""
-    return slips(target, [(pid, name, [(old, new)], hint) for pid, name, new, hint in rows],
+    return slips(target, [(pid, name, (old, new), hint) for pid, name, new, hint in rows],
                  **kwargs)
 
 
@@ -83,9 +77,6 @@ def padded(batch: int, length: int) -> torch.Tensor:
 
 
 def exercise(reference, make_cases, output, *rows) -> Exercise:
-    """An exercise whose pitfalls are edits of ``reference``: ``(id, name, edits, hint[, shows])``
-    rows (``edits``: one ``(old, new)`` pair, or a list of them; ``hint`` None: the id's own)."""
+    """An exercise whose pitfalls are :func:`slips` of ``reference`` (rows as there)."""
     return Exercise(reference=reference, make_cases=make_cases, sources=(reference,),
-                    outputs=(output,), pitfalls=tuple(
-                        Pitfall(pid, name, slip(reference, *([e] if isinstance(e, tuple) else e)),
-                                hint, *shows) for pid, name, e, hint, *shows in rows))
+                    outputs=(output,), pitfalls=slips(reference, rows))

@@ -1,11 +1,5 @@
-"""What ``check`` compares: a learner's outcome against the reference's, and what differs first.
-
-An outcome is whatever one call returned, or a :class:`Raised` for what it raised. Everything
-here describes values in deterministic words (no memory addresses), since notebooks that call
-``check`` are compared with their stored outputs.
-"""
-
-from __future__ import annotations
+"""What ``check`` compares: a learner's outcome (a value, or a :class:`Raised`) against the
+reference's, and what differs first, in deterministic words (no memory addresses) for nbval."""
 
 import math
 import re
@@ -23,10 +17,9 @@ class Raised:
     error: BaseException
 
     def describe(self) -> str:
-        """The error in a line. An error raised by the course's own code (``helpers/``, such
-        as a shape check whose last words say what to do) is given whole; one from torch or
-        Python keeps its first line, cut at 150 characters; after a first line that ends with
-        ":" (load_state_dict's), the next three too, which name the missing or unexpected keys."""
+        """The error in a line: whole if the course's own code raised it (its last words say
+        what to do); else its first line cut at 150 characters, plus the next three after a
+        first line ending with ":" (load_state_dict's list of keys)."""
         text = no_addresses(str(self.error).strip())
         lines = [line.strip() for line in text.splitlines() if line.strip()]
         if _raised_by_course(self.error):
@@ -41,9 +34,8 @@ _HELPERS = str(Path(__file__).resolve().parents[1])  # the helpers package
 
 
 def _raised_by_course(error: BaseException) -> bool:
-    """True when the innermost frame that raised ``error`` lies in ``helpers/`` (outside this
-    package, ``helpers/exercises``, whose variants stand for a learner's code), or when a checker
-    marked it ``whole`` (an error it reports from the processes it started)."""
+    """Did the innermost frame lie in ``helpers/`` outside ``helpers/exercises`` (whose variants
+    stand for a learner's code)? Or did a checker mark the error ``whole``?"""
     if getattr(error, "whole", False):
         return True
     tb = error.__traceback__
@@ -89,22 +81,21 @@ def _fmt(value: float | bool) -> str:
 
 
 def difference(exercise, expected: Any, given: Any) -> Problem | None:
-    """None when ``given`` matches ``expected``, else the first thing that differs.
-
-    ``exercise`` gives the names of the outputs and the tolerances (an ``engine.Exercise``).
-    """
+    """None when ``given`` matches ``expected``, else the first thing that differs. ``exercise``
+    (an ``engine.Exercise``) gives the outputs' names and the tolerances, or its own compare."""
     if isinstance(given, Raised):
-        if isinstance(given.error, SystemExit):
-            return Problem(f"your function raised {given.describe()}",
-                           "exit() and sys.exit() end the program: return the result instead")
+        exited = isinstance(given.error, SystemExit)
         return Problem(f"your function raised {given.describe()}",
-                       "run it on a small input to see the whole error")
+                       "exit() and sys.exit() end the program: return the result instead"
+                       if exited else "run it on a small input to see the whole error")
     if given is None:
         return Problem("your function returned None — did you forget `return`?",
                        "end every path through your function with return <the result>")
     if is_blank(given):
         return Problem(f"your function returned only None values ({describe(given)}) — is "
                        "a value never computed?", "return the computed values")
+    if exercise.compare is not None:  # answers that are not tensors
+        return exercise.compare(expected, given)
     names = exercise.outputs
     if len(names) == 1:
         return _tensor_difference(expected, given, "", exercise)
@@ -153,12 +144,15 @@ def _tensor_difference(expected: torch.Tensor, got: Any, where: str,
 
 
 def same(a: Any, b: Any, exercise, same_message: bool = True) -> bool:
-    """Do two outcomes agree? The same exception (type, and message if ``same_message``), or
-    the same shapes and close values (dtype aside, NaN equal to NaN)."""
+    """Do two outcomes agree? The same exception (type, and message if ``same_message``), no
+    difference by the exercise's own compare, or the same shapes and close values (dtype aside,
+    NaN equal to NaN)."""
     if isinstance(a, Raised) or isinstance(b, Raised):
         return (isinstance(a, Raised) and isinstance(b, Raised)
                 and type(a.error) is type(b.error)
                 and (not same_message or str(a.error) == str(b.error)))
+    if exercise.compare is not None:
+        return exercise.compare(a, b) is None
     sequence = (tuple, list)
     if isinstance(a, sequence) or isinstance(b, sequence):
         return (isinstance(a, sequence) and isinstance(b, sequence) and len(a) == len(b)

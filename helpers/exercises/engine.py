@@ -1,12 +1,6 @@
-"""The exercise engine: the building blocks of an exercise, ``check`` and ``solution``.
-
-Nothing here knows a particular exercise. Each notebook's module (``nb01.py``, ...) holds its
-references, buggy variants, cases and hints in a dict ``EXERCISES``; :data:`MODULES` says which
-module holds which exercise, so that ``check`` imports a notebook's module (and the parts of
-``helpers`` it needs) only when one of its exercises is first checked.
-"""
-
-from __future__ import annotations
+"""The exercise engine: ``Case``, ``Pitfall``, ``Exercise``, ``slip``, ``check`` and ``solution``.
+Each notebook's module (``nb01.py``, ...) holds its exercises in a dict ``EXERCISES``, imported
+only when one of them is first checked (:data:`MODULES` says which module holds which)."""
 
 import contextlib
 import functools
@@ -23,47 +17,40 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
-from .compare import Raised, describe, difference, is_blank, same
+from .compare import Raised, describe, difference, is_blank
+from .compare import same as _same  # engine._same: the tests compare outcomes with it
 from .pitfalls import HINTS
 from .stubs import is_stub
 
 PASS, FAIL, TODO, HINT = "✅", "❌", "⏳", "💡"
-# Seconds each call of the learner's function may take (math.inf: no limit). Measured on a
-# loaded 2-core machine: the slowest reference case takes under 2 ms in a fresh process, the
-# whole check of a reference answer under 15 ms. 10 s leaves room for a correct answer written
-# with Python loops, and for the first call of a lazily loaded part of torch (about 1 s for
-# torch.broadcast_shapes); an endless loop is still reported before a learner gives up waiting.
+# Seconds per call of the learner's function (math.inf: none). The slowest reference case takes
+# under 2 ms; 10 s leaves room for Python loops and torch's lazy loading (about 1 s).
 TIME_LIMIT = 10.0
 
-# Which module of this package holds each exercise, in the order of the notebooks. A test checks
-# that it agrees with the modules' own EXERCISES.
-MODULES = {
-    "batch_first": "nb00",
-    "scaled_dot_product_attention": "nb01", "masked_softmax": "nb01",
-    "sinusoidal_encoding": "nb02", "add_positional_encoding": "nb02", "pe_rotation": "nb02",
-    "split_heads": "nb03", "merge_heads": "nb03", "multi_head_attention": "nb03",
-    "layer_norm": "nb04", "feed_forward": "nb04", "residual_sublayer": "nb04",
-    "embed_tokens": "nb05", "encoder_layer": "nb05",
-    "causal_mask": "nb06", "padding_mask": "nb06",
-    "shift_right": "nb07", "cross_attention": "nb07", "decoder_layer": "nb07",
-    "count_parameters": "nb08", "output_projection": "nb08", "transformer_decode": "nb08",
-    "label_smoothed_nll": "nb09", "transformer_lr": "nb09", "train_step": "nb09",
-    "greedy_decode": "nb10", "beam_step": "nb10", "beam_search": "nb10",
-    "kv_cache_decode": "nb10",
-    "source_alignment": "nb11", "attention_entropy": "nb11", "zero_head": "nb11",
-    "continuation_example": "nb12", "gpt": "nb12", "filter_logits": "nb12",
-    "generate_tokens": "nb12", "rms_norm": "nb12", "apply_rope": "nb12",
-    "min_p_filter": "nb12",
-    "rank_loss": "nb13", "average_gradients": "nb13", "rank_batch": "nb13",
-    "pair_counts": "nb14", "merge_pair": "nb14", "train_bpe": "nb14", "encode_word": "nb14",
-    "load_marian": "nb15", "interleave_halves": "nb15", "marian_decoder_inputs": "nb15",
+# Each module's exercises, in the notebooks' order (a test checks them against its EXERCISES).
+_BY_MODULE = {
+    "nb00": "batch_first",
+    "nb01": "scaled_dot_product_attention masked_softmax",
+    "nb02": "sinusoidal_encoding add_positional_encoding pe_rotation",
+    "nb03": "split_heads merge_heads multi_head_attention",
+    "nb04": "layer_norm feed_forward residual_sublayer",
+    "nb05": "embed_tokens encoder_layer",
+    "nb06": "causal_mask padding_mask",
+    "nb07": "shift_right cross_attention decoder_layer",
+    "nb08": "count_parameters output_projection transformer_decode",
+    "nb09": "label_smoothed_nll transformer_lr train_step",
+    "nb10": "greedy_decode beam_step beam_search kv_cache_decode",
+    "nb11": "source_alignment attention_entropy zero_head",
+    "nb12": "continuation_example gpt filter_logits generate_tokens rms_norm apply_rope "
+            "min_p_filter",
+    "nb13": "rank_loss average_gradients rank_batch",
+    "nb14": "pair_counts merge_pair train_bpe encode_word",
+    "nb15": "load_marian interleave_halves marian_decoder_inputs",
 }
+MODULES = {name: module for module, names in _BY_MODULE.items() for name in names.split()}
 
 
-# ----------------------------------------------------------------------------------------------
-# The building blocks
-# ----------------------------------------------------------------------------------------------
-
+# ---- The building blocks ----
 @dataclass(frozen=True)
 class Case:
     """One call of the learner's function: a short label and the arguments."""
@@ -84,10 +71,8 @@ class Case:
 
 @dataclass(frozen=True)
 class NumberCase(Case):
-    """A case whose answer is one number. ``check`` compares tensors, so a plain number becomes
-    a 0-d tensor of ``dtype``. With an integer ``dtype``, a whole number (1788 or 1788.0) becomes
-    an integer and any other one a float64, for the dtype message. Other answers are left as
-    they are, for the usual messages."""
+    """A case whose answer is one number, made a 0-d tensor of ``dtype``; with an integer dtype a
+    whole number (1788.0) becomes an integer, any other a float64 (for the dtype message)."""
 
     dtype: torch.dtype = torch.float32
 
@@ -104,10 +89,8 @@ class NumberCase(Case):
 
 @dataclass(frozen=True)
 class ModuleCase(Case):
-    """One call of a learner's ``nn.Module`` class. The class is built with ``init`` (keyword
-    arguments) and given the weights of ``weights_of`` built the same way from a private seed
-    (``load_state_dict``, strict: the notebook's ``__init__`` names the submodules), then
-    called in eval mode on fresh copies of the inputs. The global random state is untouched."""
+    """A learner's ``nn.Module`` class built with ``init``, given (strictly) the weights of
+    ``weights_of`` built from seed 0, and called in eval mode; the global RNG is untouched."""
 
     init: dict = field(default_factory=dict)
     weights_of: type | None = None
@@ -132,8 +115,7 @@ class ModuleCase(Case):
 
 
 def tensor_reference(fn: Callable, dtype: torch.dtype | None = None) -> Callable:
-    """``fn``, a function that returns one number, returning it as a 0-d tensor instead, for
-    ``check`` compares tensors (a learner may return a plain number: see :class:`NumberCase`)."""
+    """``fn``, which returns one number, returning it as a 0-d tensor (see :class:`NumberCase`)."""
 
     @functools.wraps(fn)
     def reference(*args, **kwargs):
@@ -149,16 +131,15 @@ def randn(g: torch.Generator, *shape: int) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class Pitfall:
-    """A known mistake: its pitfall id such as "N2" (None for a bug outside the course's list),
-    the buggy code with the learner's signature, and the hint ``check`` prints on a match."""
+    """A known mistake: its id such as "N2" (None for a bug outside pitfalls.PITFALLS), the
+    buggy code with the learner's signature, and the hint (None: the id's one in HINTS)."""
 
     id: str | None
     name: str
     variant: Callable
-    hint: str | None = None  # None: the id's one hint in pitfalls.HINTS
-    # Where outputs cannot tell two slips apart (both leave the same numbers), what the case
-    # recorded of the learner's behaviour tells: ``shows(outcomes) -> bool`` on the learner's
-    # outcomes, one per case. Such a pitfall matches only when it returns True.
+    hint: str | None = None
+    # Where two slips leave the same numbers: ``shows(outcomes) -> bool`` on the learner's
+    # outcomes, one per case; the pitfall matches only when it returns True.
     shows: Callable | None = None
 
     def __post_init__(self):
@@ -170,12 +151,10 @@ class Pitfall:
 
 def slip(target: Callable, *edits: tuple, names: dict | None = None,
          method: str = "forward") -> Callable:
-    """A buggy variant stated as a small change of a reference: ``target``'s own source with each
-    ``(old, new)`` edit made (``new = ""`` drops ``old``), compiled in the globals of ``target``'s
-    module. Each ``old`` must occur exactly once, so a changed reference cannot silently lose a
-    slip: the module then fails to import. ``names`` replaces names in the variant's globals only
-    (a lower exercise's slip carried up, e.g. ``{"layer_norm": unbiased}``): module globals are
-    never patched. A class gives a subclass whose ``method`` is the edited one."""
+    """``target``'s own source with each ``(old, new)`` edit made, compiled in its module's
+    globals. Each ``old`` must occur exactly once, so that a changed reference fails loudly.
+    ``names`` replaces globals of the variant only (e.g. ``{"layer_norm": unbiased}``). A class
+    gives a subclass whose ``method`` is the edited one."""
     fn = getattr(target, method) if isinstance(target, type) else target
     source = textwrap.dedent(inspect.getsource(fn))
     for old, new in edits:
@@ -206,23 +185,14 @@ class Exercise:
     rtol: float = 1e-4
     shown_name: str | None = None  # solution() prints the first source's def under this name
     time_limit: float | None = None  # seconds per call of the learner's function: TIME_LIMIT
-    # For answers that are not tensors (a dict of pair counts, a list of merges):
-    # ``compare(expected, given) -> Problem | None``, used instead of the tensor comparison.
-    compare: Callable | None = None
-    # What ``check(..., use=True)`` hands on until the learner's answer passes (default: reference).
-    runs_as: Callable | None = None
-    # What a right answer must also do for the cells after it (keep ``attention_weights``):
-    # ``requires(fn) -> what is missing, or None``, asked once every output is right.
-    requires: Callable | None = None
+    compare: Callable | None = None  # not tensors: compare(expected, given) -> Problem | None
+    runs_as: Callable | None = None  # what check(..., use=True) hands on before: the reference
+    requires: Callable | None = None  # for later cells: requires(fn) -> what is missing, or None
 
     def cases(self) -> list:
         """The test cases, the same on every call (a private generator, seed 0)."""
         return self.make_cases(torch.Generator().manual_seed(0))
 
-
-# ----------------------------------------------------------------------------------------------
-# The registry, loaded one notebook at a time
-# ----------------------------------------------------------------------------------------------
 
 def lookup(name: str) -> Exercise:
     """The exercise ``name``, importing its notebook's module on first use."""
@@ -237,22 +207,24 @@ def all_exercises() -> dict[str, Exercise]:
     return {name: lookup(name) for name in MODULES}
 
 
-# ----------------------------------------------------------------------------------------------
-# Public API
-# ----------------------------------------------------------------------------------------------
-
+# ---- Public API ----
 def check(name: str, fn: Callable, time_limit: float | None = None, *, use: bool = False):
     """Run ``fn`` against the reference of exercise ``name``; print one message; True if right.
-
     ``time_limit``: seconds per call of ``fn`` (default: the exercise's own, else ``TIME_LIMIT``;
-    ``math.inf``: none). ``use=True``: return what the cells below should run instead of True or
-    False, ``fn`` once it passes, else the course's own definition, and print one more sentence
-    saying which.
-    Never raises for a wrong answer. Raises ``ValueError`` only for an unknown exercise name or
-    a time limit that is not a positive number.
-    """
+    ``math.inf``: none). ``use=True``: return what the cells below should run instead, ``fn``
+    once it passes, else the course's own definition, and print one more sentence saying which.
+    Raises ``ValueError`` only for an unknown name or a time limit that is not a number > 0."""
     passed = _check(name, fn, time_limit)
-    return _handed_on(name, fn, passed) if use else passed
+    if not use:
+        return passed
+    if passed:
+        print(f"   ➡️  From here on, the cells below run your `{fn.__name__}`.")
+        return fn
+    exercise = lookup(name)
+    course = exercise.runs_as or exercise.reference
+    print(f"   ➡️  Until yours passes, the cells below run the course's "
+          f"`{course.__name__}` ({_where(course).split(' ')[0]}).")
+    return course
 
 
 def _check(name: str, fn: Callable, time_limit: float | None) -> bool:
@@ -292,7 +264,7 @@ def _check(name: str, fn: Callable, time_limit: float | None) -> bool:
               f"{outcomes[failed[0]].describe()}\n   {HINT} Not your code: the machine was "
               "probably too busy. Run the check again (if it happens again, restart the kernel).")
         return False
-    problems = [_difference(exercise, expected, result)
+    problems = [difference(exercise, expected, result)
                 for expected, result in zip(outcomes, given, strict=True)]
     bad = [i for i, problem in enumerate(problems) if problem is not None]
     if not bad:
@@ -327,24 +299,9 @@ def _check(name: str, fn: Callable, time_limit: float | None) -> bool:
     return False
 
 
-def _handed_on(name: str, fn: Callable, passed: bool) -> Callable:
-    """What the cells after ``check(..., use=True)`` run: ``fn`` once it passes, else the
-    course's own definition; one sentence says which."""
-    if passed:
-        print(f"   ➡️  From here on, the cells below run your `{fn.__name__}`.")
-        return fn
-    exercise = lookup(name)
-    course = exercise.runs_as or exercise.reference
-    print(f"   ➡️  Until yours passes, the cells below run the course's "
-          f"`{course.__name__}` ({_where(course).split(' ')[0]}).")
-    return course
-
-
 def solution(name: str) -> None:
-    """Print the reference code behind exercise ``name``, each piece headed by where it lives.
-
-    Raises ``ValueError`` for an unknown exercise name.
-    """
+    """Print the reference code behind exercise ``name``, each piece headed by where it lives
+    (``ValueError`` for an unknown name)."""
     exercise = lookup(name)
     blocks = []
     for i, fn in enumerate(exercise.sources):
@@ -355,54 +312,44 @@ def solution(name: str) -> None:
     print("\n\n".join(blocks))
 
 
-# ----------------------------------------------------------------------------------------------
-# Calling the learner's function: quietly, with a time limit
-# ----------------------------------------------------------------------------------------------
-
+# ---- Calling the learner's function: quietly, with a time limit ----
 def _call(fn: Callable, case: Case) -> Any:
     """Run ``fn`` on ``case`` quietly; an exception becomes a :class:`Raised`."""
     with contextlib.redirect_stdout(io.StringIO()):
-        return _outcome(fn, case)
+        try:
+            return case.run(fn)
+        except (Exception, SystemExit) as error:  # a wrong answer, not a crash of the checker
+            return Raised(error)
 
 
 _REFERENCE_OUTCOMES: dict[int, tuple[Exercise, list]] = {}  # by id(exercise), which it keeps
 
 
 def _reference_outcomes(exercise: Exercise, cases: list) -> list:
-    """The reference's outcome on each case, computed on the first check of the exercise and
-    kept: the cases are built from fixed seeds (a test checks that they are), so every check
-    gets the same ones, and a check costs one run of the learner's function instead of two."""
+    """The reference's outcome on each case, kept from the first check (the cases are seeded)
+    unless a run failed (a busy machine), so a check runs the learner's function only."""
     kept = _REFERENCE_OUTCOMES.get(id(exercise))
     if kept is None or kept[0] is not exercise:
         kept = (exercise, [_call(exercise.reference, case) for case in cases])
-        if not any(isinstance(outcome, Raised) for outcome in kept[1]):  # a failure: not kept
+        if not any(isinstance(outcome, Raised) for outcome in kept[1]):
             _REFERENCE_OUTCOMES[id(exercise)] = kept
     return kept[1]
 
 
-def _outcome(fn: Callable, case: Case) -> Any:
-    try:
-        return case.run(fn)
-    except (Exception, SystemExit) as error:  # a wrong answer, not a crash of the checker
-        return Raised(error)
-
-
-@dataclass(frozen=True)
 class _TimedOut:
-    seconds: float
+    """What a call that did not return within the time limit gives."""
 
 
 def _call_learner(fn: Callable, case: Case, limit: float) -> Any:
-    """:func:`_call` with a time limit: ``fn`` runs in a daemon thread, joined for ``limit``
-    seconds (signal.alarm would not work on Windows, nor outside the main thread). A thread
-    cannot be killed, so a function that never returns goes on running in the background."""
+    """:func:`_call` in a daemon thread joined for ``limit`` seconds (signal.alarm fails on Windows
+    and outside the main thread); a call that never returns goes on in the background."""
     if math.isinf(limit):
         return _call(fn, case)
     result = []
 
     def run():
         try:
-            result.append(_outcome(fn, case))
+            result.append(case.run(fn))
         except BaseException as error:  # even KeyboardInterrupt: raised by fn, not by the user
             result.append(Raised(error))
 
@@ -410,20 +357,18 @@ def _call_learner(fn: Callable, case: Case, limit: float) -> Any:
     with contextlib.redirect_stdout(io.StringIO()):  # here, so that it ends on time
         worker.start()
         worker.join(limit)
-    return result[0] if result else _TimedOut(limit)
+    return result[0] if result else _TimedOut()
 
 
 def _changed_input(fn: Callable, cases: list, limit: float) -> str | None:
-    """Which tensor input (e.g. "x", or "argument 2") ``fn`` edits in place, on the first case
-    of the plain kind (:class:`Case`, :class:`NumberCase`: a call with the inputs as they are)
-    where it does; None if it edits none. Other kinds of case set up their own calls (modules,
-    caches, processes), some of them in place by design, and are not probed."""
+    """Which tensor input (e.g. "`x`", or "(argument 2)") ``fn`` edits in place, on the first
+    plain case (:class:`Case`, :class:`NumberCase`; others edit in place by design); or None."""
     for case in cases:
         if type(case) not in (Case, NumberCase):
             continue
         args, kwargs = _clone(case.args), _clone(case.kwargs)
-        if isinstance(_call_learner(fn, _AsGiven(case.label, args, kwargs), limit),
-                      (Raised, _TimedOut)):
+        as_given = functools.partial(fn, *args, **kwargs)  # the very tensors, so an edit shows
+        if isinstance(_call_learner(as_given, Case(case.label), limit), (Raised, _TimedOut)):
             return None
         try:
             params = list(inspect.signature(fn).parameters)
@@ -436,14 +381,6 @@ def _changed_input(fn: Callable, cases: list, limit: float) -> str | None:
             if torch.is_tensor(before) and not _equal(before, kwargs[key]):
                 return f"`{key}`"
     return None
-
-
-@dataclass(frozen=True)
-class _AsGiven(Case):
-    """A call on the very tensors given (no copies), so that an in-place edit shows."""
-
-    def run(self, fn: Callable) -> Any:
-        return fn(*self.args, **self.kwargs)
 
 
 def _equal(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -462,18 +399,11 @@ def _clone(obj: Any) -> Any:
     return obj
 
 
-# ----------------------------------------------------------------------------------------------
-# Which known pitfall explains a wrong answer, and where a reference lives
-# ----------------------------------------------------------------------------------------------
-
+# ---- Which known pitfall explains a wrong answer, and where a reference lives ----
 def _diagnose(exercise: Exercise, cases: list, given: list, first_bad: int) -> Pitfall | None:
-    """Which known pitfall explains the learner's outputs?
-
-    First choice: a variant that agrees with the learner on every case. There an exception only
-    needs the same type (``x + pe[:, :L]`` and ``pe[:, :L] + x`` word their errors differently),
-    and at least one case must return a value. Second choice: a variant that agrees on the first
-    failing case (an exception must then match word for word). Else None.
-    """
+    """Which known pitfall explains the learner's outputs? First choice: a variant that agrees on
+    every case, with at least one value returned (an exception need only have the same type).
+    Second: one that agrees on the first failing case (an exception word for word). Else None."""
     outcomes: dict = {}  # (pitfall, case) -> the variant's outcome, each run at most once
 
     def theirs(p: int, c: int) -> Any:
@@ -491,20 +421,6 @@ def _diagnose(exercise: Exercise, cases: list, given: list, first_bad: int) -> P
         if shown[p] and _same(theirs(p, first_bad), given[first_bad], exercise):
             return pitfall
     return None
-
-
-def _difference(exercise: Exercise, expected: Any, given: Any):
-    """:func:`~.compare.difference`, or the exercise's own ``compare`` for a value it returned."""
-    if exercise.compare is None or isinstance(given, Raised) or is_blank(given):
-        return difference(exercise, expected, given)
-    return exercise.compare(expected, given)
-
-
-def _same(a: Any, b: Any, exercise: Exercise, same_message: bool = True) -> bool:
-    """:func:`~.compare.same`, or no difference by the exercise's own ``compare``."""
-    if exercise.compare is None or isinstance(a, Raised) or isinstance(b, Raised):
-        return same(a, b, exercise, same_message)
-    return exercise.compare(a, b) is None
 
 
 def _where(fn: Callable) -> str:

@@ -1,7 +1,6 @@
 """Notebook 00's warm-up exercise, there to show how ``check`` works: ``batch_first``, a tensor
 ``(L, B, d_model)`` (the layout of ``nn.MultiheadAttention``'s default) turned into the course's
-``(B, L, d_model)``. Its slips are the usual ways to swap two axes wrongly.
-"""
+``(B, L, d_model)``. Its slips are the usual ways to swap two axes wrongly."""
 
 import torch
 

@@ -1,7 +1,5 @@
-"""Notebook 01's exercises: ``masked_softmax`` and ``scaled_dot_product_attention``. Their slips
-are edits of the references; a masked-softmax slip reaches attention through its masking steps,
-and notebook 03 carries the attention slips into multi-head attention.
-"""
+"""Notebook 01's exercises: ``masked_softmax`` and ``scaled_dot_product_attention``. A
+masked-softmax slip reaches attention through its masking steps."""
 
 import torch
 
@@ -49,7 +47,9 @@ _SOFTMAX_SLIPS = slips(masked_softmax, (  # carried into attention below
         (_FILL, "scores = scores.clone()\n    scores[blocked] = " + _MIN),
         (_ZERO, "weights[blocked] = 0.0\n    return weights")],
      "scores[~mask] = ... needs a mask of the scores' exact shape, and masks here broadcast (size "
-     "1 on shared axes): use scores.masked_fill(~mask, ...), which broadcasts.")))
+     "1 on shared axes): use scores.masked_fill(~mask, ...), which broadcasts."),
+    (None, "-1e9 in float16", [(_MIN, "-1e9")], "-1e9 does not fit in float16 (largest: 65504): "
+     "fill with torch.finfo(scores.dtype).min, the right value for every dtype.")))
 
 # Attention with its masking steps done by a masked-softmax slip (``names`` puts it in place).
 _VIA_SOFTMAX = (
@@ -85,11 +85,10 @@ ATTENTION_SLIPS = slips(scaled_dot_product_attention, (  # notebook 03 carries t
     (None, "mask ignored", [("d_k =", "mask = None\n    d_k =")], "use the mask: fill the "
      "scores where it is False before the softmax (masked_softmax from section 3 does it)."),
 )) + tuple(Pitfall(p.id, p.name, slip(scaled_dot_product_attention, *_VIA_SOFTMAX, names={
-    "masked_softmax": p.variant}), p.hint) for p in _SOFTMAX_SLIPS[1:])
+    "masked_softmax": p.variant}), p.hint) for p in _SOFTMAX_SLIPS[1:-1])
 
 
-def _blocked_row(g):
-    """A random (1, 3, 4) mask where query 1 may attend to no key at all."""
+def _blocked_row(g):  # a random (1, 3, 4) mask where query 1 may attend to no key at all
     mask = random_mask(g, 1, 3, 4)
     mask[0, 1] = False
     return mask
@@ -141,7 +140,5 @@ EXERCISES: dict[str, Exercise] = {
         pitfalls=ATTENTION_SLIPS),
     "masked_softmax": Exercise(
         reference=masked_softmax, make_cases=_masked_softmax_cases, sources=(masked_softmax,),
-        pitfalls=(*_SOFTMAX_SLIPS, Pitfall(None, "-1e9 in float16", slip(masked_softmax, (
-            _MIN, "-1e9")), "-1e9 does not fit in float16 (largest: 65504): fill with "
-                            "torch.finfo(scores.dtype).min, the right value for every dtype."))),
+        pitfalls=_SOFTMAX_SLIPS),
 }

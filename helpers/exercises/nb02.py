@@ -1,6 +1,4 @@
-"""Notebook 02's exercises: ``sinusoidal_encoding``, ``add_positional_encoding`` and
-``pe_rotation``. Their slips (P1-P5 and others) are small edits of the references.
-"""
+"""Notebook 02's exercises: sinusoidal_encoding, add_positional_encoding and pe_rotation."""
 
 import math
 
@@ -50,9 +48,8 @@ _TABLE_SLIPS = slips(sinusoidal_encoding, (
      "(-2i/d_model) is below 1: divide the position by base ** (2i/d_model), do not multiply."),
     (None, "one frequency per column", [("arange(0, d_model, 2,", "arange(0, d_model, 1,"),
                                         ("sin(angle)", "sin(angle[:, 0::2])"),
-                                        ("cos(angle)", "cos(angle[:, 1::2])")],
-     "both columns of a pair share one angle: column 2i+1 uses the frequency of column 2i, "
-     "base ** (-2i/d_model)."),
+                                        ("cos(angle)", "cos(angle[:, 1::2])")], "both columns of a "
+     "pair share one angle: column 2i+1 uses the frequency of column 2i, base ** (-2i/d_model)."),
     (None, "base ignored", [("/ base **", "/ 10000.0 **")], _BASE),
     (None, "positions from 1", [("arange(max_len,", "arange(1, max_len + 1,")], "positions start "
      "at 0: row 0 is sin 0, cos 0, ... = 0, 1, 0, 1, ...; use torch.arange(max_len)."),

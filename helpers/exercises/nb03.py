@@ -1,8 +1,5 @@
-"""Notebook 03's exercises: ``split_heads``, ``merge_heads`` and ``multi_head_attention`` (the
-learner's ``forward`` for the notebook's ``__init__``, checked with the reference's weights).
-Slips are edits of the references; multi-head attention also runs the split and merge slips
-(``names``) and notebook 01's attention slips (its ``attend`` hook).
-"""
+"""Notebook 03's exercises: ``split_heads``, ``merge_heads`` and ``multi_head_attention`` (its
+``forward``), which also runs the split and merge slips and notebook 01's attention slips."""
 
 import torch
 
@@ -11,8 +8,6 @@ from .cases import causal, randn, seeded, slips
 from .engine import Case, Exercise, ModuleCase, Pitfall, slip
 from .nb01 import ATTENTION_SLIPS
 
-_VIEW = ("after transpose the memory is no longer in order, so view fails: use .reshape(...) or "
-         ".contiguous().view(...).")
 _QKV = "each input has its own projection: q = w_q(query), k = w_k(key), v = w_v(value)."
 _SIDE = ("the heads go side by side (Concat), not summed or averaged: the result has h * d_k "
          "features per token.")
@@ -38,7 +33,8 @@ SPLIT_SLIPS = slips(split_heads, (
      "d_k = d_model // num_heads.")))
 MERGE_SLIPS = slips(merge_heads, (
     ("H2", "reshape without transposing back", [("x = " + _T, "pass")], None),
-    (None, "view after transpose", [("x.reshape(", "x.view(")], _VIEW),
+    (None, "view after transpose", [("x.reshape(", "x.view(")], "after transpose the memory is no "
+     "longer in order, so view fails: use .reshape(...) or .contiguous().view(...)."),
     (None, "d_k before h", [(_T, "x.permute(0, 2, 3, 1)")], "put the axes in the order (B, L, h, "
      "d_k) before reshaping, with transpose(1, 2): d_k before h interleaves the heads' features."),
     (None, "transpose(2, 3)", [(_T, "x.transpose(2, 3)")], "swap the head axis and the token axis, "
@@ -101,21 +97,20 @@ CARRIED = (
 
 
 def _mha_cases(g):
-    def case(label, d_model, heads, lq, lk, mask=None, batch=2, self_attention=False):
+    def case(label, d_model, heads, lq, lk=0, mask=None, batch=2):  # lk=0: self-attention
         query = randn(g, batch, lq, d_model)
-        key = query if self_attention else randn(g, batch, lk, d_model)
-        value = query if self_attention else randn(g, batch, lk, d_model)
+        key = randn(g, batch, lk, d_model) if lk else query
+        value = randn(g, batch, lk, d_model) if lk else query
         return ModuleCase(label, (query, key, value, mask), weights_of=MultiHeadAttention,
                           init={"d_model": d_model, "num_heads": heads})
 
     padding = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]
     return [
-        case("self-attention, d_model=24, 4 heads (d_k=6), no mask", 24, 4, 5, 5,
-             self_attention=True),
+        case("self-attention, d_model=24, 4 heads (d_k=6), no mask", 24, 4, 5),
         case("cross-attention, 3 queries, 6 keys, padding mask (B, 1, 1, 6)", 24, 4, 3, 6,
              padding),
-        case("look-ahead mask (1, 1, 4, 4), d_model=16, 2 heads", 16, 2, 4, 4,
-             causal(4)[None, None], self_attention=True),
+        case("look-ahead mask (1, 1, 4, 4), d_model=16, 2 heads", 16, 2, 4, 0,
+             causal(4)[None, None]),
         case("batch of 1, d_model=8, one head", 8, 1, 2, 3, batch=1),
         case("one query (Lq=1), 5 keys, d_model=24, 4 heads", 24, 4, 1, 5),
         case("2 sentences, 2 heads, padding mask (B, 1, 1, 6)", 16, 2, 3, 6, padding),
@@ -124,7 +119,7 @@ def _mha_cases(g):
 
 def _keeps_weights(cls) -> str | None:
     """The figures after the check plot ``attention_weights``: a right answer must keep them."""
-    x = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))
+    x = randn(torch.Generator().manual_seed(0), 2, 3, 8)
     theirs, ours = seeded(0, cls, 8, 2), seeded(0, MultiHeadAttention, 8, 2)
     ours.load_state_dict(theirs.state_dict())
     with torch.no_grad():

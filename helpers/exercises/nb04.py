@@ -1,9 +1,8 @@
-"""Notebook 04's exercises: ``layer_norm`` (the LayerNorm bugs N1-N8), ``feed_forward`` and
-``residual_sublayer``, each slip stated as a small edit of the reference.
-"""
+"""Notebook 04's exercises: ``layer_norm`` (bugs N1-N8), ``feed_forward``, ``residual_sublayer``."""
 
 import math
 from dataclasses import dataclass
+from unittest import mock
 
 import torch
 import torch.nn.functional as F
@@ -36,12 +35,9 @@ class OwnCodeCase(Case):
     """A case run with torch's LayerNorm switched off (nn.LayerNorm calls F.layer_norm)."""
 
     def run(self, fn):
-        saved = F.layer_norm, torch.layer_norm
-        F.layer_norm = torch.layer_norm = _refuse
-        try:
+        with (mock.patch.object(F, "layer_norm", _refuse),
+              mock.patch.object(torch, "layer_norm", _refuse)):
             return super().run(fn)
-        finally:
-            F.layer_norm, torch.layer_norm = saved
 
 
 def _gain_and_bias(g, d):  # per-feature values, so a scalar gain or bias shows
@@ -49,39 +45,30 @@ def _gain_and_bias(g, d):  # per-feature values, so a scalar gain or bias shows
 
 
 def _layer_norm_cases(g):
-    return [
-        OwnCodeCase("random (2, 3, 6)", (1 + 3 * randn(g, 2, 3, 6), *_gain_and_bias(g, 6))),
-        OwnCodeCase("eps=0.1, small inputs", (0.3 * randn(g, 2, 4, 5), *_gain_and_bias(g, 5)),
-                    {"eps": 0.1}),
-        OwnCodeCase("d_model=2", (2 * randn(g, 3, 2), *_gain_and_bias(g, 2))),
-        OwnCodeCase("length 1", (randn(g, 1, 1, 8), *_gain_and_bias(g, 8))),
-        OwnCodeCase("constant features (variance 0)",
-                    (torch.full((1, 2, 4), 3.0), *_gain_and_bias(g, 4))),
-    ]
+    def case(label, x, **kwargs):  # x drawn first, then its gain and bias
+        return OwnCodeCase(label, (x, *_gain_and_bias(g, x.shape[-1])), kwargs)
+
+    return [case("random (2, 3, 6)", 1 + 3 * randn(g, 2, 3, 6)),
+            case("eps=0.1, small inputs", 0.3 * randn(g, 2, 4, 5), eps=0.1),
+            case("d_model=2", 2 * randn(g, 3, 2)), case("length 1", randn(g, 1, 1, 8)),
+            case("constant features (variance 0)", torch.full((1, 2, 4), 3.0))]
 
 
-_GAIN = "x_hat * weight + bias"
-_SQRT = "torch.sqrt(var + eps)"
-_MEAN = "x.mean(dim=-1, keepdim=True)"
-_VAR = "(centred ** 2).mean(dim=-1, keepdim=True)"
-
-
-def _over(dim):  # N4: both statistics over another axis
-    return [("x.mean(dim=-1", f"x.mean(dim={dim}"), ("** 2).mean(dim=-1", f"** 2).mean(dim={dim}")]
-
-
+_GAIN, _SQRT = "x_hat * weight + bias", "torch.sqrt(var + eps)"
+_MEAN, _VAR = "x.mean(dim=-1, keepdim=True)", "(centred ** 2).mean(dim=-1, keepdim=True)"
 LAYER_NORM_PITFALLS = slips(layer_norm, [
     ("N1", "unbiased variance",
      [(_VAR, "(centred ** 2).sum(dim=-1, keepdim=True) / (x.shape[-1] - 1)")], None),
     ("N2", "eps outside the square root", [(_SQRT, "(torch.sqrt(var) + eps)")], None),
     ("N2", "no epsilon", [("var + eps", "var")],
      "is your epsilon inside the square root? sqrt(var + eps): without it equal values give 0/0."),
-    ("N2", "x.std() + eps", [(_SQRT, "(x.std(dim=-1, keepdim=True) + eps)")],
-     "is your epsilon inside the square root? sqrt(var + eps), with the biased variance "
-     "(x.std() divides by d-1)."),
+    ("N2", "x.std() + eps", [(_SQRT, "(x.std(dim=-1, keepdim=True) + eps)")], "is your epsilon "
+     "inside the square root? sqrt(var + eps), with the biased variance (x.std() divides by d-1)."),
     ("N3", "scalar gain and bias", [(_GAIN, "x_hat * weight.mean() + bias.mean()")], None),
-    ("N4", "statistics over the sequence", _over(-2), None),
-    ("N4", "statistics over the batch", _over(0), None),
+    ("N4", "statistics over the sequence",
+     [("x.mean(dim=-1", "x.mean(dim=-2"), ("** 2).mean(dim=-1", "** 2).mean(dim=-2")], None),
+    ("N4", "statistics over the batch",
+     [("x.mean(dim=-1", "x.mean(dim=0"), ("** 2).mean(dim=-1", "** 2).mean(dim=0")], None),
     ("N4", "statistics over everything", [(_MEAN, "x.mean()"), (_VAR, "(centred ** 2).mean()")],
      None),
     ("N5", "eps subtracted", [("var + eps", "var - eps")], None),
@@ -100,21 +87,18 @@ LAYER_NORM_PITFALLS = slips(layer_norm, [
      "keep the reduced axis, x.mean(dim=-1, keepdim=True), so that it broadcasts against x."),
     (None, "eps argument ignored", [("var + eps", "var + 1e-5")],
      "use the eps argument, not a fixed 1e-5: one case passes eps=0.1."),
-]) + (
-    Pitfall(None, "torch's LayerNorm",
-            lambda x, weight, bias, eps=1e-5: F.layer_norm(x, x.shape[-1:], weight, bias, eps),
-            "write LayerNorm from its formula: F.layer_norm and nn.LayerNorm are switched off."),
-)
+]) + (Pitfall(None, "torch's LayerNorm",
+              lambda x, weight, bias, eps=1e-5: F.layer_norm(x, x.shape[-1:], weight, bias, eps),
+              "write LayerNorm from its formula: F.layer_norm and nn.LayerNorm are switched off."),)
 
 _RELU = "torch.relu(x @ w1 + b1)"
-_SHAPES = [("x @ w1 +", "x @ w1.T +"), ("hidden @ w2", "hidden @ w2.T")]
 FEED_FORWARD_PITFALLS = slips(feed_forward, [
     (None, "no ReLU", [(_RELU, "(x @ w1 + b1)")],
      "apply ReLU between the two layers: relu(x @ w1 + b1) @ w2 + b2 (equation 2)."),
     (None, "ReLU after the second layer",
      [("return hidden @ w2 + b2", "return torch.relu(hidden @ w2 + b2)")],
      "the second layer is linear, with no ReLU after it: outputs may be negative."),
-    (None, "transposed weights", _SHAPES,
+    (None, "transposed weights", [("x @ w1 +", "x @ w1.T +"), ("hidden @ w2", "hidden @ w2.T")],
      "check the shapes: w1 is (d_model, d_ff), so x @ w1 (nn.Linear stores the transpose)."),
     (None, "no b1", [(_RELU, "torch.relu(x @ w1)")],
      "add the first bias inside the ReLU: relu(x @ w1 + b1)."),

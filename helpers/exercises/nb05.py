@@ -1,7 +1,5 @@
-"""Notebook 05's exercises: the encoder's input (``embed_tokens``) and the learner's
-``EncoderLayer.forward`` (``encoder_layer``), checked with the reference's weights. A residual
-slip (notebook 04's) is carried into the layer.
-"""
+"""Notebook 05's exercises: the encoder's input (``embed_tokens``) and ``EncoderLayer.forward``
+(``encoder_layer``), into which notebook 04's residual slips are carried."""
 
 import functools
 import math
@@ -15,12 +13,7 @@ from .engine import Case, Exercise, ModuleCase, Pitfall, slip
 
 
 def embed_tokens(tokens: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor) -> torch.Tensor:
-    """The encoder's input: embedding rows times sqrt(d_model), plus the positional encoding.
-
-    Shapes: ``tokens (B, L)`` ids, ``weight (V, d_model)``, ``pe (max_len, d_model)`` with
-    ``max_len >= L``; result ``(B, L, d_model)``. ``Transformer.embed`` in helpers/model.py does
-    the same with ``nn.Embedding`` (notebook 08).
-    """
+    """(B, L) token ids -> (B, L, d_model): scaled embeddings plus positions (section 3.4)."""
     d_model = weight.shape[1]  # the width of a row; the first axis is the vocabulary
     L = tokens.shape[1]  # the sentence length
     x = weight[tokens] * math.sqrt(d_model)  # (B, L, d_model): scale the tokens only (section 3.4)
@@ -124,9 +117,8 @@ ENCODER_PITFALLS = (
     Pitfall("L6", "LayerNorms swapped", _enc((_FIRST, "self_attention, self.norm2"),
                                              (_SECOND, "feed_forward, self.norm1"))),
     Pitfall(None, "pre-norm normalises only the queries",
-            _enc((_ATTEND, "self.self_attn(y, x, x, mask)")),
-            "in pre-norm the whole input of the sub-layer is normalised: n = self.norm1(x), then "
-            "self.self_attn(n, n, n, mask)."),
+            _enc((_ATTEND, "self.self_attn(y, x, x, mask)")), "in pre-norm the whole input of the "
+            "sub-layer is normalised: n = self.norm1(x), then self.self_attn(n, n, n, mask)."),
     Pitfall(None, "feed-forward left out",
             _enc(("residual_sublayer(x, feed_forward, self.norm2, self.norm_first)", "x")),
             "an encoder layer has two sub-layers: after self-attention comes self.feed_forward, "

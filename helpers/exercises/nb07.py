@@ -1,7 +1,5 @@
-"""Notebook 07's exercises: the decoder's input (``shift_right``), ``cross_attention``, and the
-learner's ``DecoderLayer.forward`` (``decoder_layer``). Attention slips (notebook 01's) are carried
-into cross-attention, residual slips (notebook 04's) into the layer.
-"""
+"""Notebook 07's exercises: ``shift_right``, ``cross_attention`` and ``DecoderLayer.forward``
+(``decoder_layer``), with notebook 01's attention and notebook 04's residual slips carried in."""
 
 import functools
 import math
@@ -17,13 +15,7 @@ from .nb05 import POST_ALWAYS, PRE_ALWAYS, layer_case, layer_slip, no_skip
 
 
 def shift_right(target: torch.Tensor, bos_id: int) -> torch.Tensor:
-    """Teacher forcing's decoder input: BOS, then the target without its last token.
-
-    ``target (B, T)`` token ids -> ``(B, T)``: position t holds target token t - 1 (position 0
-    holds the BOS id), so under the look-ahead mask position t sees only the tokens before the
-    one it must predict. The labels stay ``target`` itself (section 3.1: "the output embeddings
-    are offset by one position").
-    """
+    """(B, T) target ids -> (B, T) decoder input: bos_id, then the target without its last token."""
     bos = torch.full_like(target[:, :1], bos_id)  # (B, 1), same dtype and device as target
     return torch.cat([bos, target[:, :-1]], dim=1)  # (B, 1) + (B, T - 1) -> (B, T)
 
@@ -62,14 +54,6 @@ SHIFT_PITFALLS = slips(shift_right, [
                            "torch.ones(target.shape[0], 1) * bos_id")], None),
     ("T14", "BOS over the last token", [(_CAT, "torch.cat([target[:, :-1], bos], dim=1)")], None),
 ])
-
-
-def _shift_right_cases(g):
-    return [Case("B=2, T=5, bos_id=1", (torch.randint(3, 12, (2, 5), generator=g), 1)),
-            Case("targets ending in EOS=2 and padding 0, bos_id=1",
-                 (torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 2, 0, 0, 0]]), 1)),
-            Case("length 1, bos_id=2", (torch.tensor([[7], [4]]), 2)),
-            Case("B=3, T=4, bos_id=3", (torch.randint(4, 20, (3, 4), generator=g), 3))]
 
 
 # notebook 01's attention with one slip, carried into cross-attention
@@ -170,9 +154,8 @@ DECODER_PITFALLS = (
     Pitfall(None, "memory normalised", _dec(
         ("def cross_attention(y):",
          "m = self.norm2(memory) if self.norm_first else memory\n\n    def cross_attention(y):"),
-        (_CROSS, "cross_attn(y, m, m, memory_mask")),
-            "the memory enters the cross-attention as it is: the encoder already normalised it; "
-            "norm2 acts on the decoder's x only."),
+        (_CROSS, "cross_attn(y, m, m, memory_mask")), "the memory enters the cross-attention as it "
+            "is: the encoder already normalised it; norm2 acts on the decoder's x only."),
 )
 
 
@@ -192,8 +175,14 @@ def _decoder_layer_cases(g):
 
 
 EXERCISES: dict[str, Exercise] = {
-    "shift_right": Exercise(reference=shift_right, make_cases=_shift_right_cases,
-                            sources=(shift_right,), pitfalls=SHIFT_PITFALLS),
+    "shift_right": Exercise(
+        reference=shift_right, sources=(shift_right,), pitfalls=SHIFT_PITFALLS,
+        make_cases=lambda g: [
+            Case("B=2, T=5, bos_id=1", (torch.randint(3, 12, (2, 5), generator=g), 1)),
+            Case("targets ending in EOS=2 and padding 0, bos_id=1",
+                 (torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 2, 0, 0, 0]]), 1)),
+            Case("length 1, bos_id=2", (torch.tensor([[7], [4]]), 2)),
+            Case("B=3, T=4, bos_id=3", (torch.randint(4, 20, (3, 4), generator=g), 3))]),
     "cross_attention": Exercise(reference=cross_attention, make_cases=_cross_attention_cases,
                                 outputs=("out", "weights"), sources=(cross_attention,),
                                 pitfalls=CROSS_PITFALLS),

@@ -1,10 +1,6 @@
-"""Notebook 08's exercises: the model's parameter count (``count_parameters``), the output
-projection with a shared matrix (``output_projection``), and the learner's ``Transformer.decode``
-(``transformer_decode``). Each slip is a small edit of the reference; an embedding slip
-(notebook 05's T2) is carried into decode through ``Transformer.embed``.
-"""
+"""Notebook 08's exercises: ``count_parameters``, ``output_projection`` (with a shared matrix)
+and ``Transformer.decode`` (``transformer_decode``, also with slips of ``Transformer.embed``)."""
 
-import math
 
 import torch
 
@@ -91,15 +87,14 @@ COUNT_PITFALLS = slips(count_parameters, [("W3", *row) for row in (
 
 
 def _count_cases(g):
-    def case(d_model, num_heads, d_ff, num_layers, src_vocab, tgt_vocab, note=""):
-        label = (f"d_model={d_model}, num_heads={num_heads}, d_ff={d_ff}, num_layers={num_layers}, "
-                 f"src_vocab={src_vocab}, tgt_vocab={tgt_vocab}{note}")
-        return NumberCase(label, (d_model, num_heads, d_ff, num_layers, src_vocab, tgt_vocab),
-                          dtype=torch.int64)
+    def case(*sizes, note=""):  # the arguments of count_parameters, in order
+        names = ("d_model", "num_heads", "d_ff", "num_layers", "src_vocab", "tgt_vocab")
+        label = ", ".join(f"{name}={size}" for name, size in zip(names, sizes)) + note
+        return NumberCase(label, sizes, dtype=torch.int64)
 
     return [case(8, 2, 16, 1, 10, 12), case(16, 4, 64, 2, 20, 20), case(12, 3, 24, 3, 7, 30),
-            case(6, 1, 6, 1, 5, 5, " (one head)"),
-            case(512, 8, 2048, 6, 37000, 37000, " (the paper's base model)")]
+            case(6, 1, 6, 1, 5, 5, note=" (one head)"),
+            case(512, 8, 2048, 6, 37000, 37000, note=" (the paper's base model)")]
 
 
 _XW, _OUT = "x @ weight.T", "x @ weight.T + bias"
@@ -126,12 +121,11 @@ PROJECTION_PITFALLS = swaps(output_projection, _OUT, [
      "keep the leading axes: x @ weight.T broadcasts over them, and the result is (..., V)."),
     (None, "cosine similarity",
      "torch.nn.functional.normalize(x, dim=-1) @ torch.nn.functional.normalize(weight, dim=-1).T",
-     "a logit is the plain dot product of x with a vocabulary row, plus the bias: do not "
-     "normalise x or weight."),
+     "a logit is the plain dot product of x with a vocabulary row, plus the bias: do not normalise "
+     "x or weight."),
 ]) + swaps(output_projection, " + bias", [
-    (None, "bias forgotten", "",
-     "add the bias: nn.Linear(d_model, V) keeps one per vocabulary entry, even with a shared "
-     "weight."),
+    (None, "bias forgotten", "", "add the bias: nn.Linear(d_model, V) keeps one per vocabulary "
+     "entry, even with a shared weight."),
     (None, "bias subtracted", " - bias", "add the bias, do not subtract it: x @ weight.T + bias."),
 ])
 
@@ -178,9 +172,8 @@ DECODE_PITFALLS = EMBED_PITFALLS + slips(Transformer, [
     (None, "the two masks swapped", [(_MASKS, "src_mask, tgt_mask, cache)")],
      "the decoder takes (x, memory, tgt_mask, memory_mask): src_mask is the memory mask."),
     (None, "the target and the memory swapped",
-     [("self.decoder(x, memory,", "self.decoder(memory, x,")],
-     "call self.decoder(x, memory, tgt_mask, src_mask): the embedded target x first, the "
-     "encoder's memory second."),
+     [("self.decoder(x, memory,", "self.decoder(memory, x,")], "call self.decoder(x, memory, "
+     "tgt_mask, src_mask): the embedded target x first, the encoder's memory second."),
     ("W1", "no output projection",
      [(_GENERATOR, "self.decoder(x, memory, tgt_mask, src_mask, cache)")],
      "project the decoder's output to the vocabulary with self.generator: decode returns logits "

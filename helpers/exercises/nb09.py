@@ -1,7 +1,4 @@
-"""Notebook 09's exercises, in its order: label-smoothed cross-entropy (``label_smoothed_nll``),
-the warm-up learning rate (``transformer_lr``) and one optimisation step in the right order
-(``train_step``); each slip stated as a small edit of the reference in helpers/training.py.
-"""
+"""Notebook 09's exercises: ``label_smoothed_nll``, ``transformer_lr`` and ``train_step``."""
 
 import numbers
 import warnings
@@ -49,9 +46,8 @@ LABEL_SMOOTHING_PITFALLS = slips(label_smoothed_nll, [
      "divide by the number of real (non-ignored) tokens, not by every position."),
     (None, "summed instead of averaged", [(" / keep.sum().clamp(min=1)", "")],
      "average over the real tokens (as F.cross_entropy does), do not sum."),
-    (None, "no smoothing", [(_MIX, "per_token = nll")],
-     "that is the plain cross-entropy: mix in the uniform target, "
-     "(1 - epsilon) * (-log p[label]) + epsilon * mean over v of (-log p[v])."),
+    (None, "no smoothing", [(_MIX, "per_token = nll")], "that is the plain cross-entropy: mix in "
+     "the uniform target, (1 - epsilon) * (-log p[label]) + epsilon * mean over v of (-log p[v])."),
     (None, "no 1 - epsilon", [("(1.0 - epsilon) * nll", "nll")],
      "weigh -log p[label] by 1 - epsilon: the other epsilon is spread over the V tokens."),
     (None, "epsilon times the sum", [("-log_probs.mean(dim=-1)", "-log_probs.sum(dim=-1)")],
@@ -71,26 +67,21 @@ LABEL_SMOOTHING_PITFALLS = slips(label_smoothed_nll, [
 
 
 def _ls_cases(g):
-    def case(label, shape, V, epsilon, ignore_index, pads=()):
+    def case(label, shape, V, epsilon, ignore_index, pads=None):
         logits, labels = 2.0 * randn(g, *shape, V), torch.randint(4, V, shape, generator=g)
-        for index in pads:  # labels 4..V-1 elsewhere: never a special id
-            labels[index] = ignore_index
+        for row, start in (pads or {}).items():  # {sentence: its first padded position}
+            labels[row, start:] = ignore_index  # labels 4..V-1 elsewhere: never a special id
         return Case(f"{label}, epsilon={epsilon}, ignore_index={ignore_index}",
                     (logits, labels, epsilon, ignore_index))
 
-    mostly = [(0, 2), (0, 3), (0, 4), (0, 5), (1, 4), (1, 5), (2, 1), (2, 2), (2, 3), (2, 4),
-              (2, 5)]
     underflow = torch.tensor([[200.0, 0.0, -200.0, 5.0, 1.0], [-200.0, 200.0, 0.0, 3.0, 1.0]])
     return [
-        case("B=2, T=5, V=7, padding at the end of sentence 1", (2, 5), 7, 0.1, 0,
-             [(1, 3), (1, 4)]),
+        case("B=2, T=5, V=7, padding at the end of sentence 1", (2, 5), 7, 0.1, 0, {1: 3}),
         case("2-D logits (N, V) = (6, 9), nothing ignored", (6,), 9, 0.2, -100),
-        case("epsilon=0 is plain cross-entropy; B=2, T=4, V=6", (2, 4), 6, 0.0, 0,
-             [(0, 3), (1, 2), (1, 3)]),
-        case("mostly padding: B=3, T=6, V=8", (3, 6), 8, 0.1, 0, mostly),
-        case("pad id 2: B=2, T=3, V=10", (2, 3), 10, 0.3, 2, [(0, 2)]),
-        case("PyTorch's padding label -100: B=2, T=4, V=7", (2, 4), 7, 0.1, -100,
-             [(0, 3), (1, 2), (1, 3)]),
+        case("epsilon=0 is plain cross-entropy; B=2, T=4, V=6", (2, 4), 6, 0.0, 0, {0: 3, 1: 2}),
+        case("mostly padding: B=3, T=6, V=8", (3, 6), 8, 0.1, 0, {0: 2, 1: 4, 2: 1}),
+        case("pad id 2: B=2, T=3, V=10", (2, 3), 10, 0.3, 2, {0: 2}),
+        case("PyTorch's padding label -100: B=2, T=4, V=7", (2, 4), 7, 0.1, -100, {0: 3, 1: 2}),
         Case("logits [200, 0, -200]: a probability underflows to 0, epsilon=0.1, ignore_index=0",
              (underflow, torch.tensor([3, 4]), 0.1, 0)),
     ]
@@ -153,9 +144,8 @@ TRAIN_STEP_PITFALLS = slips(train_step, [
      [_NO_CLIP, ("    loss.backward()", f"    {_CLIP}\n    loss.backward()")],
      "clip after loss.backward(), which computes the gradients, and before optimizer.step(), "
      "which applies them."),
-    ("T6", "no clipping", [(_CLIP, "pass")],
-     "clip the gradients' global norm to clip_norm with clip_grad_norm_, between backward() "
-     "and optimizer.step()."),
+    ("T6", "no clipping", [(_CLIP, "pass")], "clip the gradients' global norm to clip_norm with "
+     "clip_grad_norm_, between backward() and optimizer.step()."),
     ("T6", "clip_grad_value_", [("clip_grad_norm_", "clip_grad_value_")],
      "clip the global norm of all gradients together with clip_grad_norm_, not each number."),
     ("T6", "each parameter clipped on its own",
@@ -185,10 +175,8 @@ def _mse(model, batch):
 @dataclass(frozen=True)
 class _TrainingCase(Case):
     """Three steps on a fresh seeded model (SGD with momentum, a rate that changes every step,
-    clipping that really clips), giving ``(losses, weights after, rate after, where each step
-    clipped)``; a step that returns no float ends the run with what it returned. Where it
-    clipped (see :func:`_where_clipped`) shows what the weights cannot, where clipping did
-    nothing."""
+    clipping that really clips) -> ``(losses, weights, rate, where each step clipped)``, which
+    shows even a clip that changed nothing; a step that returns no float ends the run with it."""
 
     sizes: tuple = (4, 8)
     clip_norm: float = 0.5

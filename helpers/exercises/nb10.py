@@ -1,6 +1,5 @@
 """Notebook 10's exercises: ``greedy_decode``, ``beam_step``, ``beam_search`` and
-``kv_cache_decode`` (the lines the KV cache adds to multi-head attention). Each slip is an edit of
-the reference; a ``beam_step`` slip reaches ``beam_search`` through its ``beam_step``."""
+``kv_cache_decode`` (the KV cache's lines in multi-head attention), slips as edits of these."""
 
 import copy
 from dataclasses import dataclass
@@ -118,11 +117,11 @@ class _CachedCase(Case):
             raise TypeError("check expects your class itself, a subclass of MultiHeadAttention "
                             f"(without parentheses), got {cls!r}")
         model, src, tokens, src_mask = copy.deepcopy(self.args)
-        attns, projected = [a for layer in model.decoder.layers for a in (layer.self_attn,
-                                                                          layer.cross_attn)], []
+        attns = [a for layer in model.decoder.layers for a in (layer.self_attn, layer.cross_attn)]
+        projected = []
         for attn in attns:
             attn.__class__ = cls  # the learner's forward on the case's weights
-            attn.register_forward_hook(_tensor_out)
+            attn.register_forward_hook(_Returned.hook)
             if attn.cross:
                 attn.w_k.register_forward_hook(lambda *_: projected.append(1))
         logits, cache, start = [], KVCache(), 0
@@ -142,13 +141,11 @@ class _CachedCase(Case):
         return torch.cat(logits, dim=1)
 
 
-class _Returned(Exception):
-    """The learner's forward returned something other than a tensor (None, a tuple...)."""
-
-
-def _tensor_out(module, inputs, output):
-    if not torch.is_tensor(output):
-        raise _Returned(output)
+class _Returned(Exception):  # the learner's forward returned no tensor (None, a tuple...)
+    @staticmethod
+    def hook(module, inputs, output):
+        if not torch.is_tensor(output):
+            raise _Returned(output)
 
 
 def _check_cache(cache, attns, length, S, projections, failed=False):
@@ -185,10 +182,7 @@ def _kv_cases(g):
             case("2 tokens, then 3 at once after them, then 1", 3, (2, 5, 6))]
 
 
-# The slips, as edits of the references: (id, name, variant, hint or None: the id's one hint)
-
-def _greedy(*edits, fill=None):
-    """``greedy_decode`` without a cache, with ``edits``; ``fill``: the ended rows' token."""
+def _greedy(*edits, fill=None):  # greedy_decode without a cache; fill: the ended rows' token
     names = fill and {"append_tokens": slip(append_tokens, (
         "next_token.masked_fill(finished, eos_id)", fill))}
     return slip(greedy_decode, ("use_cache: bool = True", "use_cache: bool = False"), *edits,
@@ -244,14 +238,12 @@ STEP_SLIPS = slips(beam_step, STEPS, names={"_in_turn": _in_turn})
 STEP = {p.name: p.variant for p in STEP_SLIPS}
 
 
-def _search(*edits, step=None):
-    """``beam_search`` with ``edits`` or the ``beam_step`` slip ``step``, without early stop."""
+def _search(*edits, step=None):  # beam_search with edits or beam_step slip step; no early stop
     return slip(beam_search, *edits, names={"cannot_improve": lambda *args: False} | (
         {"beam_step": STEP[step]} if step else {}))
 
 
-def _cached(*edits):
-    """``MultiHeadAttention`` whose ``forward`` has ``edits`` in its cache lines."""
+def _cached(*edits):  # MultiHeadAttention.forward with edits in its cache lines
     return slip(MultiHeadAttention, *edits, names={"causal_mask": causal_mask})
 
 

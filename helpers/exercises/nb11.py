@@ -1,5 +1,4 @@
-"""Notebook 11's exercises: reading attention maps (``source_alignment``, ``attention_entropy``)
-and removing a head (``zero_head``)."""
+"""Notebook 11's exercises: ``attention_entropy``, ``source_alignment`` and ``zero_head``."""
 
 import torch
 
@@ -9,11 +8,7 @@ from .engine import Case, Exercise
 
 
 def attention_entropy(weights: torch.Tensor) -> torch.Tensor:
-    """Entropy in bits of each query's attention, ``(..., Lq, Lk) -> (..., Lq)``, as notebook 11.
-
-    0: the query looks at one key (a sharp head); ``log2(Lk)``: it spreads evenly. A weight of 0
-    (a masked key) adds nothing, as 0 * log 0 is taken to be 0.
-    """
+    """Entropy in bits of each query's attention, (..., Lq, Lk) -> (..., Lq); a 0 weight adds 0."""
     logs = weights.clamp_min(torch.finfo(weights.dtype).tiny).log2()  # finite even where w = 0
     return -(weights * logs).sum(dim=-1)  # sum over the keys
 
@@ -34,19 +29,6 @@ def _entropy_cases(gen: torch.Generator) -> list:
             Case("2 sentences x 4 heads, 5 queries x 7 keys", (weights(2, 4, 5, 7),)),
             Case("2 padded keys: weights exactly 0", (weights(3, 5, 6, blocked=2),)),
             Case("one-hot rows: entropy 0", (torch.eye(4),))]
-
-
-def _alignment_cases(gen: torch.Generator) -> list:
-    return [Case("5 target x 7 source words", ((randn(gen, 5, 7) * 3).softmax(dim=-1),)),
-            Case("7 target x 4 source words", ((randn(gen, 7, 4) * 3).softmax(dim=-1),)),
-            Case("4 x 4, a reordering", (torch.eye(4)[[0, 2, 1, 3]] * 0.7 + 0.075,))]
-
-
-def _zero_head_cases(gen: torch.Generator) -> list:
-    return [Case("d_model=24, 4 heads (d_k=6), head 1", (randn(gen, 2, 5, 24), 1, 4)),
-            Case("d_model=64, 4 heads (d_k=16), the last head", (randn(gen, 3, 7, 64), 3, 4)),
-            Case("d_model=12, 3 heads (d_k=4), head 0", (randn(gen, 2, 6, 12), 0, 3)),
-            Case("one sentence of one word, 8 heads of 2", (randn(gen, 1, 1, 16), 5, 8))]
 
 
 SUM, CLAMP = "sum(dim=-1)", ".clamp_min(torch.finfo(weights.dtype).tiny)"
@@ -75,7 +57,10 @@ EXERCISES: dict[str, Exercise] = {
         (None, "one number per map", (SUM, "sum(dim=(-2, -1))"), SHAPE),
     ),
     "source_alignment": exercise(
-        source_alignment, _alignment_cases, "alignment",
+        source_alignment, lambda g: [
+            Case("5 target x 7 source words", ((randn(g, 5, 7) * 3).softmax(dim=-1),)),
+            Case("7 target x 4 source words", ((randn(g, 7, 4) * 3).softmax(dim=-1),)),
+            Case("4 x 4, a reordering", (torch.eye(4)[[0, 2, 1, 3]] * 0.7 + 0.075,))], "alignment",
         ("I3", "argmax over the targets", ("argmax(dim=-1)", "argmax(dim=0)"), None),
         (None, "the weight instead of its position", ("argmax(dim=-1)", "max(dim=-1).values"),
          "return WHERE the largest weight is (an index: argmax), not how large it is."),
@@ -88,7 +73,11 @@ EXERCISES: dict[str, Exercise] = {
          "return shape (T,): argmax(dim=-1) without keepdim=True."),
     ),
     "zero_head": exercise(
-        zero_head, _zero_head_cases, "merged",
+        zero_head, lambda g: [
+            Case("d_model=24, 4 heads (d_k=6), head 1", (randn(g, 2, 5, 24), 1, 4)),
+            Case("d_model=64, 4 heads (d_k=16), the last head", (randn(g, 3, 7, 64), 3, 4)),
+            Case("d_model=12, 3 heads (d_k=4), head 0", (randn(g, 2, 6, 12), 0, 3)),
+            Case("one sentence of one word, 8 heads of 2", (randn(g, 1, 1, 16), 5, 8))], "merged",
         ("I4", "every num_heads-th feature", (SLICE, "out[..., head::num_heads] = 0"), None),
         (None, "a slice num_heads wide",
          ("head * d_k:(head + 1) * d_k", "head * num_heads:(head + 1) * num_heads"),
@@ -100,9 +89,8 @@ EXERCISES: dict[str, Exercise] = {
          "Python slices leave out their end: head i owns features i * d_k ... (i + 1) * d_k - 1, "
          "the slice [i * d_k:(i + 1) * d_k]."),
         (None, "heads counted from 1",
-         ("head * d_k:(head + 1) * d_k", "(head - 1) * d_k:head * d_k"),
-         "heads are counted from 0: head 0 owns the first d_k features, [0:d_k]; head i starts "
-         "at i * d_k."),
+         ("head * d_k:(head + 1) * d_k", "(head - 1) * d_k:head * d_k"), "heads are counted from "
+         "0: head 0 owns the first d_k features, [0:d_k]; head i starts at i * d_k."),
         (None, "d_k from the wrong axis", ("merged.shape[-1] //", "merged.shape[1] //"), AXIS),
         (None, "a position zeroed", (SLICE, "out[:, head] = 0"), AXIS),
     ),

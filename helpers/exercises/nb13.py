@@ -20,20 +20,16 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from ..data import PAD_ID, make_batch
 from ..distributed import average_gradients, rank_loss, spawn
 from ..model import TransformerConfig, build_model
-from .cases import exercise
+from .cases import exercise, slips
 from .compare import Raised, _raised_by_course
-from .engine import Case, Exercise, Pitfall, slip
+from .engine import Case, Exercise
 from .stubs import is_stub
 
 
 def rank_batch(order: torch.Tensor, step: int, rank: int, world_size: int,
                batch_size: int) -> torch.Tensor:
-    """Rank ``rank``'s items at step ``step`` (from 0), dealt as ``DistributedSampler`` deals.
-
-    ``order``: the epoch's permutation of the dataset's indices, the same on every rank (same
-    seed). Step s uses the block ``order[s*B : (s+1)*B]`` of the global batch B, dealt out in
-    turn: rank r gets the block's items r, r + W, r + 2W, ... (B / W of them).
-    """
+    """Rank ``rank``'s items at step ``step`` of ``order`` (the epoch's permutation), as
+    ``DistributedSampler`` deals: items r, r + W, ... of the block ``order[s*B : (s+1)*B]``."""
     start = step * batch_size  # the global batch advances by B every step
     return order[start + rank:start + batch_size:world_size]
 
@@ -75,8 +71,7 @@ CHECK_TIMEOUT = 90  # the check waits this long for its two processes, then stop
 
 
 def ddp_all_reduce(model) -> None:
-    """What an answer must match: DistributedDataParallel itself. For this one the check wraps
-    the model in DDP, which all-reduces during ``backward``: nothing is left to do."""
+    """What an answer must match: the model wrapped in DDP, which all-reduces in ``backward``."""
 
 
 def _step(kind: str, rank: int, world_size: int):
@@ -111,37 +106,49 @@ def _gradients(model) -> torch.Tensor:
                       for p in model.parameters() if p.requires_grad])
 
 
-@dataclass(frozen=True)
-class Failure:
-    """What a function raised in a process: its type's name and message; ``collective``: the
-    ``torch.distributed`` call it came out of (a rank raises there when the other never joins);
-    ``course``: raised in ``helpers/`` (given whole); ``none_grad``: a p.grad was None."""
+def _watched(fn, model) -> set:
+    """Call ``fn(model)`` and say what it did: all-reduced a "grad", a "weight" or an "other"
+    tensor, "returned" something, "changed" a gradient (the slips that change none differ)."""
+    before = _gradients(model).clone()
+    grads = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
+    weights = {p.data_ptr() for p in model.parameters()}
+    did, real = set(), dist.all_reduce
 
-    kind: str
-    message: str
-    collective: str | None
-    course: bool
-    none_grad: bool
+    def recording(tensor, *args, **kwargs):
+        ptr = tensor.data_ptr() if torch.is_tensor(tensor) else None
+        did.add("grad" if ptr in grads else "weight" if ptr in weights else "other")
+        return real(tensor, *args, **kwargs)
 
-    def error(self) -> BaseException:  # the same error again, in the notebook's process
-        kind = getattr(builtins, self.kind, None)
-        ok = isinstance(kind, type) and issubclass(kind, (Exception, SystemExit))
-        error = kind(self.message) if ok else RuntimeError(f"{self.kind}: {self.message}")
-        error.whole, error.none_grad = self.course, self.none_grad
-        return error
+    dist.all_reduce = recording  # the learner's dist.all_reduce, however it was imported
+    try:
+        if fn(model) is not None:
+            did.add("returned")
+    finally:
+        dist.all_reduce = real
+    if not torch.equal(before, _gradients(model)):
+        did.add("changed")
+    return did
 
 
-def _known() -> dict:
-    """The reference's and the variants' functions, by the name the processes know them by."""
-    found = [ddp_all_reduce, average_gradients,
-             *(p.variant for p in EXERCISES["average_gradients"].pitfalls)]
-    return {f"known{i}": fn for i, fn in enumerate(dict.fromkeys(found))}
+def _sent_back(error: BaseException, model) -> BaseException:
+    """``error`` rebuilt as a builtin type (else a RuntimeError naming it), with ``collective``:
+    the ``torch.distributed`` call it came out of; ``whole``: raised in helpers/; ``none_grad``."""
+    where = [f.f_code for f, _ in traceback.walk_tb(error.__traceback__)]
+    called = [c.co_name for c in where if c.co_filename == distributed_c10d.__file__
+              and not c.co_name.startswith("_") and c.co_name != "wrapper"]
+    name = type(error).__name__
+    kind = getattr(builtins, name, None)
+    ok = isinstance(kind, type) and issubclass(kind, (Exception, SystemExit))
+    sent = kind(str(error)) if ok else RuntimeError(f"{name}: {error}")
+    sent.collective, sent.whole = next(iter(called), None), _raised_by_course(error)
+    sent.none_grad = any(p.grad is None for p in model.parameters())
+    return sent
 
 
 def _portable(fn):
-    """``fn`` as a new process can receive it: a known function's name, else its source (a
-    notebook cell's function cannot be pickled: the new process has no such cell)."""
-    name = next((key for key, known in _known().items() if known is fn), None)
+    """``fn`` as a new process can receive it: a known function's name, else its name and source
+    (a notebook cell's function cannot be pickled)."""
+    name = next((key for key, known in KNOWN.items() if known is fn), None)
     if name is not None:
         return name
     if getattr(fn, "__name__", "<lambda>") == "<lambda>":
@@ -154,61 +161,27 @@ def _portable(fn):
                         f"source, which Python cannot find ({error})") from None
 
 
-def _restore(sent):
-    """What :func:`_portable` sent, as a function: its source runs with ``torch``, ``nn`` and
-    ``dist`` as its only names."""
-    if isinstance(sent, str):
-        return _known()[sent]
-    namespace = {"torch": torch, "dist": dist, "nn": torch.nn}
-    exec(compile(sent[1], f"<your {sent[0]}>", "exec"), namespace)  # noqa: S102 (the learner's)
-    return namespace[sent[0]]
-
-
-def _watched(fn, model) -> dict:
-    """Call ``fn(model)`` and say what it did, for the slips that leave every gradient as it
-    was: what it all-reduced (a p.grad, a weight, another tensor), whether it returned
-    something, whether any gradient changed."""
-    before = _gradients(model).clone()
-    grads = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
-    weights = {p.data_ptr() for p in model.parameters()}
-    reduced, real = set(), dist.all_reduce
-
-    def recording(tensor, *args, **kwargs):
-        ptr = tensor.data_ptr() if torch.is_tensor(tensor) else None
-        reduced.add("grad" if ptr in grads else "weight" if ptr in weights else "other")
-        return real(tensor, *args, **kwargs)
-
-    dist.all_reduce = recording  # the learner's dist.all_reduce, however it was imported
-    try:
-        returned = fn(model)
-    finally:
-        dist.all_reduce = real
-    return {"reduced": reduced, "returned": returned is not None,
-            "unchanged": torch.equal(before, _gradients(model))}
-
-
 def _gradients_job(rank: int, world_size: int, args) -> None:
-    """In each process: one step of each model per function (DDP for :func:`ddp_all_reduce`,
-    else the function after ``backward``). Gradients or failures go to ``rank<r>.pt``, a file
-    per rank, so that a rank left waiting by the other cannot hide the results."""
+    """In each process: one step of each model per function (DDP for :func:`ddp_all_reduce`),
+    saved to a file per rank, so that a rank left waiting by the other cannot hide them."""
     results = {}
     try:
         for key, sent in args.functions.items():  # the learner's alone, or the known ones
-            fn = _restore(sent)
+            if isinstance(sent, str):
+                fn = KNOWN[sent]
+            else:  # the learner's source, run with torch, nn and dist as its only names
+                namespace = {"torch": torch, "dist": dist, "nn": torch.nn}
+                exec(compile(sent[1], f"<your {sent[0]}>", "exec"), namespace)  # noqa: S102
+                fn = namespace[sent[0]]
             for i, kind in enumerate(args.kinds):
                 model, loss = _step(kind, rank, world_size)
                 wrapped = DDP(model) if fn is ddp_all_reduce else model  # alive until backward
                 loss(wrapped).backward()
                 try:
-                    how = None if fn is ddp_all_reduce else _watched(fn, model)
+                    how = _watched(fn, model)
                     results[kind, key] = (_gradients(model), how)
                 except (Exception, SystemExit) as error:  # noqa: BLE001 (sent back as it is)
-                    where = [f.f_code for f, _ in traceback.walk_tb(error.__traceback__)]
-                    called = [c.co_name for c in where if c.co_filename == distributed_c10d.__file__
-                              and not c.co_name.startswith("_") and c.co_name != "wrapper"]
-                    failure = Failure(type(error).__name__, str(error), next(iter(called), None),
-                                      _raised_by_course(error),
-                                      any(p.grad is None for p in model.parameters()))
+                    failure = _sent_back(error, model)
                     results.update({(k, key): failure for k in args.kinds[i:]})
                     break  # the other rank may be waiting in a collective: not another one
     finally:
@@ -235,55 +208,34 @@ def _run(functions: dict) -> list:
         return [torch.load(file, weights_only=False) for file in files]
 
 
-_KNOWN, _PENDING = {}, {}  # known key -> results; the learner's last function -> its outcomes
+_KNOWN_RANKS, _PENDING = [], {}  # both ranks' results of the known functions; the learner's
 
 
 def _results(fn, kind: str) -> list:
-    """Both ranks' results for ``fn`` on model ``kind``. The known functions run together,
-    once; a learner's once per check (its first case runs them all): what stopped its
-    processes (a TimeoutError, ...) is then the outcome of each case."""
-    known = _known()
-    key = next((k for k, f in known.items() if f is fn), None)
-    if key is not None:
-        if key not in _KNOWN:
-            ranks = _run(known)
-            _KNOWN.update({k: [{c: r[c, k] for c in KINDS} for r in ranks] for k in known})
-        return [by_kind[kind] for by_kind in _KNOWN[key]]
-    if kind not in _PENDING.get(fn, {}):
-        _PENDING.clear()
-        try:
-            ranks = _run({"yours": fn})
-            _PENDING[fn] = {k: [r[k, "yours"] for r in ranks] for k in KINDS}
-        except Exception as error:  # noqa: BLE001 (a TimeoutError, or a rank that crashed)
-            _PENDING[fn] = dict.fromkeys(KINDS, error)
-    outcome = _PENDING[fn].pop(kind)
-    if isinstance(outcome, Exception):
-        raise outcome
-    return outcome
-
-
-def _error(outcomes: list) -> BaseException | None:
-    """The learner's own error (a NameError, ...) before that of a rank left waiting in a
-    collective; a rank that waited for one that returned without joining, in words."""
-    failures = {r: o for r, o in enumerate(outcomes) if isinstance(o, Failure)}
-    own = [f for f in failures.values() if f.collective is None]
-    if own or not failures:
-        return own[0].error() if own else None
-    rank, failure = next(iter(failures.items()))
-    returned = [r for r in range(len(outcomes)) if r not in failures]
-    if not returned:
-        return failure.error()
-    error = RuntimeError(f"rank {rank} waited in dist.{failure.collective} for rank "
-                         f"{returned[0]}, which returned without joining it: every rank must "
-                         "call the same collectives, in the same order")
-    error.whole = True  # the check's own words: never cut
-    return error
+    """Both ranks' results for ``fn`` on model ``kind``: the known functions run together, once;
+    a learner's once per check, so that what stopped its processes is each case's outcome."""
+    key = next((k for k, known in KNOWN.items() if known is fn), "yours")
+    if key != "yours":
+        if not _KNOWN_RANKS:
+            _KNOWN_RANKS.extend(_run(KNOWN))
+        ranks = _KNOWN_RANKS
+    else:
+        if kind not in _PENDING.get(fn, {}):
+            _PENDING.clear()
+            try:
+                _PENDING[fn] = dict.fromkeys(KINDS, _run({"yours": fn}))
+            except Exception as error:  # noqa: BLE001 (a TimeoutError, or a rank that crashed)
+                _PENDING[fn] = dict.fromkeys(KINDS, error)
+        ranks = _PENDING[fn].pop(kind)
+        if isinstance(ranks, Exception):
+            raise ranks
+    return [results[kind, key] for results in ranks]
 
 
 @dataclass(frozen=True)
 class AllReduceCase(Case):
-    """Both ranks' gradients ``(2, n)`` after one step of the model ``kind`` and the function;
-    ``.how``: what the functions did (:func:`_watched`), for the pitfalls' ``shows``."""
+    """Both ranks' gradients ``(2, n)`` after one step of the model ``kind`` and the function,
+    with ``.how``, what the function did (:func:`_watched`), for the pitfalls' ``shows``."""
 
     kind: str = "transformer"
 
@@ -291,21 +243,25 @@ class AllReduceCase(Case):
         if fn is not ddp_all_reduce and is_stub(fn):  # untouched: no processes to start
             return fn(torch.nn.Linear(1, 1))
         outcomes = _results(fn, self.kind)
-        error = _error(outcomes)
-        if error is not None:
+        failures = [(r, o) for r, o in enumerate(outcomes) if isinstance(o, BaseException)]
+        own = [failure for _, failure in failures if failure.collective is None]
+        if own or len(failures) == len(outcomes):  # the learner's own error (a NameError...)
+            raise own[0] if own else failures[0][1]
+        if failures:  # a rank waited in a collective for one that returned
+            rank, failure = failures[0]
+            error = RuntimeError(f"rank {rank} waited in dist.{failure.collective} for rank "
+                                 f"{1 - rank}, which returned without joining it: every rank "
+                                 "must call the same collectives, in the same order")
+            error.whole = True  # the check's own words: never cut
             raise error
         gradients = torch.stack([grads for grads, _ in outcomes])
-        hows = [how for _, how in outcomes if how is not None]
-        if hows:
-            gradients.how = {"reduced": set().union(*(h["reduced"] for h in hows)),
-                             "returned": any(h["returned"] for h in hows),
-                             "unchanged": all(h["unchanged"] for h in hows)}
+        gradients.how = set().union(*(how for _, how in outcomes))
         return gradients
 
 
-def _left(test):  # shows: every p.grad left as it was and none all-reduced, and ``test(how)``
-    return lambda outcomes: all(hasattr(o, "how") and o.how["unchanged"] and "grad" not in
-                                o.how["reduced"] and test(o.how) for o in outcomes)
+def _left(done):  # shows: no p.grad changed nor all-reduced, and ``done`` (None: nothing) done
+    return lambda outcomes: all(hasattr(o, "how") and not o.how & {"changed", "grad"}
+                                and (done in o.how if done else not o.how) for o in outcomes)
 
 
 def _frozen_failed(outcomes) -> bool:  # right until the frozen model, whose None grad broke it
@@ -316,18 +272,40 @@ def _frozen_failed(outcomes) -> bool:  # right until the frozen model, whose Non
 
 EVERY, SUM = ("if p.grad is not None:", "if True:"), "dist.all_reduce(p.grad, op=dist.ReduceOp.SUM)"
 DIVIDE, COPY = "p.grad /= world_size", "grad = p.grad.clone()\n            dist.all_reduce(grad)"
-LEFT = {  # slips that leave every p.grad as it was, told apart by what they did (shows)
-    "the weights all-reduced": slip(average_gradients, (SUM, "dist.all_reduce(p.data)"),
-                                    (DIVIDE, "p.data /= world_size")),
-    "the averages returned": slip(
-        average_gradients, ("world_size = ", "averages = []\n    world_size = "), (SUM, COPY),
-        (DIVIDE, "averages.append(grad / world_size)\n    return averages")),
-    "a copy all-reduced": slip(average_gradients, (SUM, COPY), (DIVIDE, "grad /= world_size")),
-    "nothing changed": slip(average_gradients, (SUM, "pass"), (DIVIDE, "p.grad / world_size")),
-}
 FROZEN = ("a frozen parameter (requires_grad=False) gets no gradient: its p.grad is None, and "
           "neither dist.all_reduce nor a division takes None. Skip it, `if p.grad is not None:`, "
           "as DDP does.")
+GRADIENT_SLIPS = slips(average_gradients, [
+    ("S5", "summed, not averaged", (DIVIDE, "pass"), None),
+    (None, "no all-reduce", (SUM, "pass"), "dist.all_reduce(tensor) replaces the tensor, in place "
+     "on every rank, by the sum over the ranks; without it each rank keeps the gradient of its "
+     "own pairs only."),
+    (None, "None all-reduced", EVERY, FROZEN, _frozen_failed),
+    (None, "None divided", [EVERY, (SUM, "p.grad.div_(world_size)\n            "
+                                         "dist.all_reduce(p.grad)"), (DIVIDE, "pass")],
+     FROZEN, _frozen_failed),
+    # these leave every p.grad as it was: told apart by what they did
+    (None, "the weights all-reduced", [(SUM, "dist.all_reduce(p.data)"),
+                                       (DIVIDE, "p.data /= world_size")],
+     "you all-reduced the weights (p or p.data), so every p.grad is still its rank's own "
+     "gradient: all-reduce the gradients, p.grad. The weights are the same on every rank "
+     "already; the gradients differ (each rank saw its own pairs).", _left("weight")),
+    (None, "the averages returned", [("world_size = ", "averages = []\n    world_size = "),
+                                     (SUM, COPY), (DIVIDE, "averages.append(grad / world_size)"
+                                                           "\n    return averages")],
+     "every p.grad is still its rank's own gradient: you returned the averages, but the "
+     "optimizer (and check) read p.grad, and what the function returns is dropped. Average in "
+     "place: dist.all_reduce(p.grad), then p.grad /= dist.get_world_size().", _left("returned")),
+    (None, "a copy all-reduced", [(SUM, COPY), (DIVIDE, "grad /= world_size")],
+     "every p.grad is still its rank's own gradient: dist.all_reduce changes the tensor you give "
+     "it, and you gave it a copy (p.grad.clone(), a torch.cat, ...). All-reduce p.grad itself, "
+     "or copy the result back with p.grad.copy_(...).", _left("other")),
+    (None, "nothing changed", [(SUM, "pass"), (DIVIDE, "p.grad / world_size")],
+     "your function changed no gradient: every p.grad is still its rank's own. It must call "
+     "dist.all_reduce(p.grad) (in place: it returns nothing to keep) and divide in place, "
+     "p.grad /= dist.get_world_size(); p.grad / W alone makes a new tensor that is dropped.",
+     _left(None)),
+])
 SAME = "start + rank:start + batch_size:world_size"
 EXERCISES: dict[str, Exercise] = {
     "rank_batch": exercise(
@@ -338,9 +316,8 @@ EXERCISES: dict[str, Exercise] = {
          None),
         ("S4", "steps advanced by the rank's share",
          ("step * batch_size", "step * (batch_size // world_size)"), None),
-        (None, "the step ignored", ("step * batch_size", "0"),
-         "step s uses the block order[s * B:(s + 1) * B]: move the start on by the global batch "
-         "B at every step."),
+        (None, "the step ignored", ("step * batch_size", "0"), "step s uses the block "
+         "order[s * B:(s + 1) * B]: move the start on by the global batch B at every step."),
         (None, "the end not moved with the step", ("start + batch_size:", "batch_size:"),
          "the block of step s ENDS at (s + 1) * B, not at B: move both ends of the slice with "
          "the step."),
@@ -355,55 +332,23 @@ EXERCISES: dict[str, Exercise] = {
         ("S1", "the rank's own mean", ("* world_size / global_tokens", "/ mask.sum()"), None),
         ("S2", "DDP's average forgotten", ("* world_size / global_tokens", "/ global_tokens"),
          None),
-        (None, "padding counted", (".masked_fill(~mask, 0.0)", ""),
-         "the padded positions have losses too (the model still predicts there): keep only the "
-         "real tokens, where mask is True."),
+        (None, "padding counted", (".masked_fill(~mask, 0.0)", ""), "the padded positions have "
+         "losses too (the model still predicts there): keep only the real tokens, where mask is "
+         "True."),
         ("S1", "the rank's own mean, times W", ("/ global_tokens", "/ mask.sum()"), None),
         (None, "divided by W", ("* world_size / global_tokens", "/ (global_tokens * world_size)"),
          "DDP divides the sum of the ranks' gradients by W; to undo it, MULTIPLY by world_size: "
          "W * S_r / N."),
-        (None, "not divided by N", (" / global_tokens", ""),
-         "divide by global_tokens (N): one process minimises the MEAN over the global batch's "
-         "real tokens, W S_r / N."),
+        (None, "not divided by N", (" / global_tokens", ""), "divide by global_tokens (N): one "
+         "process minimises the MEAN over the global batch's real tokens, W S_r / N."),
         (None, "a mean over every position", ("/ global_tokens", "/ mask.numel()"),
          "(loss * mask).mean() divides by every position, padding included: sum the real "
          "tokens' losses and divide by global_tokens."),
     ),
-    "average_gradients": Exercise(
-        reference=ddp_all_reduce, sources=(average_gradients,), outputs=("gradients",),
-        make_cases=lambda gen: [AllReduceCase(label, kind=kind) for kind, label in KINDS.items()],
-        time_limit=120,  # two new processes, each importing torch
-        pitfalls=(
-            Pitfall("S5", "summed, not averaged",
-                    slip(average_gradients, ("p.grad /= world_size", "pass"))),
-            Pitfall(None, "no all-reduce", slip(average_gradients, (SUM, "pass")),
-                    "dist.all_reduce(tensor) replaces the tensor, in place on every rank, by the "
-                    "sum over the ranks; without it each rank keeps the gradient of its own "
-                    "pairs only."),
-            Pitfall(None, "None all-reduced", slip(average_gradients, EVERY), FROZEN,
-                    shows=_frozen_failed),
-            Pitfall(None, "None divided", slip(average_gradients, EVERY, (
-                SUM, "p.grad.div_(world_size)\n            dist.all_reduce(p.grad)"),
-                ("p.grad /= world_size", "pass")), FROZEN, shows=_frozen_failed),
-            *(Pitfall(None, name, LEFT[name], hint, shows=_left(test)) for name, test, hint in (
-                ("the weights all-reduced", lambda how: "weight" in how["reduced"],
-                 "you all-reduced the weights (p or p.data), so every p.grad is still its rank's "
-                 "own gradient: all-reduce the gradients, p.grad. The weights are the same on "
-                 "every rank already; the gradients differ (each rank saw its own pairs)."),
-                ("the averages returned", lambda how: how["returned"],
-                 "every p.grad is still its rank's own gradient: you returned the averages, but "
-                 "the optimizer (and check) read p.grad, and what the function returns is "
-                 "dropped. Average in place: dist.all_reduce(p.grad), then "
-                 "p.grad /= dist.get_world_size()."),
-                ("a copy all-reduced", lambda how: "other" in how["reduced"],
-                 "every p.grad is still its rank's own gradient: dist.all_reduce changes the "
-                 "tensor you give it, and you gave it a copy (p.grad.clone(), a torch.cat, ...). "
-                 "All-reduce p.grad itself, or copy the result back with p.grad.copy_(...)."),
-                ("nothing changed", lambda how: not how["reduced"] and not how["returned"],
-                 "your function changed no gradient: every p.grad is still its rank's own. It "
-                 "must call dist.all_reduce(p.grad) (in place: it returns nothing to keep) and "
-                 "divide in place, p.grad /= dist.get_world_size(); p.grad / W alone makes a new "
-                 "tensor that is dropped."))),
-        ),
-    ),
+    "average_gradients": Exercise(  # time_limit: two new processes, each importing torch
+        ddp_all_reduce, lambda gen: [AllReduceCase(label, kind=k) for k, label in KINDS.items()],
+        GRADIENT_SLIPS, (average_gradients,), ("gradients",), time_limit=120),
 }
+# The reference's and the variants' functions, by the names the new processes know them by
+KNOWN = {f"known{i}": fn for i, fn in enumerate([ddp_all_reduce, average_gradients, *(
+    p.variant for p in GRADIENT_SLIPS)])}

@@ -1,13 +1,19 @@
-"""Notebook 14's exercises: byte-pair encoding step by step (``pair_counts``, ``merge_pair``,
-``train_bpe``, ``encode_word``), with the slips K1-K8. Answers are Python values (dicts, tuples,
-lists of merges): each exercise's own ``compare`` names the first thing that differs."""
+"""Notebook 14's exercises: byte-pair encoding (``pair_counts``, ``merge_pair``, ``train_bpe``,
+``encode_word``), whose answers are Python values, compared by each exercise's own ``compare``."""
 
 from collections import Counter
 from functools import reduce
 from itertools import pairwise
 
-from ..tokens import (best_pair, encode_word, initial_vocab, merge_pair, pair_counts, split_word,
-                      train_bpe)
+from ..tokens import (
+    best_pair,
+    encode_word,
+    initial_vocab,
+    merge_pair,
+    pair_counts,
+    split_word,
+    train_bpe,
+)
 from .compare import Problem, no_addresses
 from .engine import Case, Exercise, Pitfall, slip
 
@@ -56,8 +62,7 @@ def _short(values) -> str:
 COUNTS_K1 = slip(pair_counts, ("counts[pair] += freq", "counts[pair] += 1"))  # freq forgotten
 
 
-def _counts_across_words(words):
-    """K4: the table flattened into one long sequence: pairs across two words counted too."""
+def _counts_across_words(words):  # K4: the words as one sequence, pairs across two counted too
     return dict(Counter(pairwise(s for symbols, freq in words.items()
                                  for _ in range(freq) for s in symbols)))
 
@@ -89,10 +94,7 @@ def _ties(new: str):
     return slip(train_bpe, names={"best_pair": rule})
 
 
-def _table(**words) -> dict:
-    return {split_word(word): n for word, n in words.items()}
-
-
+_table = lambda **words: {split_word(word): n for word, n in words.items()}
 # Sennrich et al.'s example, a word with a repeated pair, and a tie to break.
 SENNRICH = _table(low=5, lower=2, newest=6, widest=3)
 REPEATS = _table(banana=3, bandana=2, aaa=4, an=1)
@@ -123,9 +125,8 @@ EXERCISES: dict[str, Exercise] = {
                                    (s, p)) for s, p in SYMBOLS],
         pitfalls=(
             Pitfall("K2", "overlapping occurrences merged", slip(merge_pair, ("i += 2", "i += 1"))),
-            Pitfall("K2", "merged from the right", _merge_from_right,
-                    "merge from left to right: ('a', 'a', 'a') gives ('aa', 'a'), not "
-                    "('a', 'aa')."),
+            Pitfall("K2", "merged from the right", _merge_from_right, "merge from left to right: "
+                    "('a', 'a', 'a') gives ('aa', 'a'), not ('a', 'aa')."),
             Pitfall("K7", "str.replace on the joined symbols", lambda symbols, pair: tuple(
                 " ".join(symbols).replace(" ".join(pair), "".join(pair)).split())),
             Pitfall(None, "only the first occurrence", slip(merge_pair, (

@@ -1,7 +1,5 @@
-"""Notebook 15's exercises: a Marian translator's weights in the course's ``Transformer``
-(``load_marian``, R1-R7 and R9, checked on small random ``MarianMTModel``s), Marian's positions
-back in the paper's layout (``interleave_halves``), and Marian's decoder input, started with the
-pad id (``marian_decoder_inputs``: R8, T1). Each slip is a small edit of the reference."""
+"""Notebook 15's exercises: ``load_marian`` (checked on small random ``MarianMTModel``s),
+``interleave_halves`` and ``marian_decoder_inputs``."""
 
 import functools
 import re
@@ -17,12 +15,28 @@ from .cases import swaps
 from .engine import Case, Exercise, Pitfall, randn, slip
 
 
+def interleave_halves(pe: torch.Tensor) -> torch.Tensor:
+    """Marian's ``(L, d_model)`` positional table (the d_model / 2 sine columns, then the cosine
+    ones) rearranged into the paper's layout: sine and cosine of each frequency side by side,
+    the sines in the even columns."""
+    L, d = pe.shape
+    sines, cosines = pe[:, :d // 2], pe[:, d // 2:]  # (L, d/2) each, in order of frequency
+    return torch.stack([sines, cosines], dim=-1).reshape(L, d)  # (L, d/2, 2) -> (L, d)
+
+
+def marian_decoder_inputs(labels: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """Teacher forcing's decoder input for a Marian translator: the labels ``(B, T)`` (the
+    target's pieces, then ``</s>`` = 0, then padding) shifted right behind the decoder's start
+    token, which is the pad id (not the published ``bos_token_id`` 0, which is ``</s>``)."""
+    start = torch.full_like(labels[:, :1], pad_id)  # (B, 1)
+    return torch.cat([start, labels[:, :-1]], dim=1)  # (B, T)
+
+
 @dataclass(frozen=True)
 class LoadCase(Case):
-    """The learner's ``load_marian(config, state_dict)`` (seed 0), its model run on a padded
-    batch: the answer is the logits ``(B, T, V)`` (anything but a module is handed back; one in
-    training mode raises). An output bias that is not ``final_logits_bias`` is set to zeros: a
-    bias left out (R4) then gives the same logits however it was initialised."""
+    """The logits ``(B, T, V)`` of the learner's ``load_marian(config, state_dict)`` (seed 0) on a
+    padded batch. An output bias that is not ``final_logits_bias`` is zeroed, so that a bias left
+    out (R4) gives the same logits however it was initialised."""
 
     def run(self, fn):
         config, state_dict, src, tgt = self.args
@@ -71,6 +85,10 @@ def _load_cases(g):
 
 WEIGHT = "marian_weight(state_dict, marian_key(name, tied), ours.shape)"
 KEY_Q, KEY_K, KEY_V = '"w_q": "q_proj"', '"w_k": "k_proj"', '"w_v": "v_proj"'
+STACK = ("pair each sine with its cosine along the feature axis: torch.stack([sines, cosines], "
+         "dim=-1) is (L, d_model/2, 2), and its rows reshaped to (L, d_model) hold the pairs.")
+START = "torch.full_like(labels[:, :1], pad_id)"
+RIGHT = "torch.cat([start, labels[:, :-1]], dim=1)"
 
 
 def _scaled(op: str):  # R5: the embedding matrix multiplied or divided while loading
@@ -121,33 +139,6 @@ EXERCISES = {
                     slip(load_marian, ("return model.eval()", "return model")),
                     "call model.eval() before returning it: in training mode dropout is on, "
                     "and a translator is used for inference."))),
-}
-
-
-# interleave_halves: the paper's positional table from Marian's
-def interleave_halves(pe: torch.Tensor) -> torch.Tensor:
-    """Marian's ``(L, d_model)`` positional table (the d_model / 2 sine columns, then the cosine
-    ones) rearranged into the paper's layout: sine and cosine of each frequency side by side,
-    the sines in the even columns."""
-    L, d = pe.shape
-    sines, cosines = pe[:, :d // 2], pe[:, d // 2:]  # (L, d/2) each, in order of frequency
-    return torch.stack([sines, cosines], dim=-1).reshape(L, d)  # (L, d/2, 2) -> (L, d)
-
-
-# marian_decoder_inputs: teacher forcing with Marian's start token
-def marian_decoder_inputs(labels: torch.Tensor, pad_id: int) -> torch.Tensor:
-    """Teacher forcing's decoder input for a Marian translator: the labels ``(B, T)`` (the
-    target's pieces, then ``</s>`` = 0, then padding) shifted right behind the decoder's start
-    token, which is the pad id (not the published ``bos_token_id`` 0, which is ``</s>``)."""
-    start = torch.full_like(labels[:, :1], pad_id)  # (B, 1)
-    return torch.cat([start, labels[:, :-1]], dim=1)  # (B, T)
-
-
-STACK = ("pair each sine with its cosine along the feature axis: torch.stack([sines, cosines], "
-         "dim=-1) is (L, d_model/2, 2), and its rows reshaped to (L, d_model) hold the pairs.")
-START = "torch.full_like(labels[:, :1], pad_id)"
-RIGHT = "torch.cat([start, labels[:, :-1]], dim=1)"
-EXERCISES |= {
     "interleave_halves": Exercise(
         reference=interleave_halves, sources=(interleave_halves,), make_cases=lambda g: [
             Case("Marian's table, 6 positions x d_model=8",
@@ -190,7 +181,6 @@ EXERCISES |= {
                     "torch.roll wraps the last label round to position 0: put the start token "
                     "(the pad id) there instead."),
             Pitfall(None, "started with the first label",
-                    slip(marian_decoder_inputs, (START, "labels[:, :1]")),
-                    "position 0 holds the start token, the pad id, not a copy of the first "
-                    "label."))),
+                    slip(marian_decoder_inputs, (START, "labels[:, :1]")), "position 0 holds the "
+                    "start token, the pad id, not a copy of the first label."))),
 }

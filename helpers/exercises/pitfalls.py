@@ -1,16 +1,13 @@
-"""The classic Transformer bugs the course teaches, by id: the one registry.
+"""The classic Transformer bugs the course teaches, by id, and the hint ``check`` prints for each.
+The notebooks' "Common pitfalls" sections show them, the checkers name them, and the README's
+table "The classic bugs" is :func:`readme_table` (``tests/exercises/test_pitfalls.py``)."""
 
-Each notebook's "Common pitfalls" section shows some of them failing and then fixed, the exercise
-checkers (the other modules of ``helpers.exercises``) name them in their hints, and the tests
-keep them out of ``helpers/``. The README's table "The classic bugs" is :func:`readme_table`'s
-output, and ``tests/exercises/test_pitfalls.py`` checks that every id a notebook or a checker
-uses is here.
-
-Ids: A attention, P positional encoding, E embeddings, H heads, N LayerNorm, M masks, L layers
-(residual paths and LayerNorms), T training, D decoding, W the whole model,
-I inspecting attention, G GPT and the modern block, S scaling up (data parallelism), K subword
-tokens, R a real model's weights.
-"""
+# The families of ids, by letter.
+FAMILIES = {"A": "attention", "P": "positional encoding", "E": "embeddings", "H": "heads",
+            "N": "LayerNorm", "M": "masks", "L": "layers (residual paths and LayerNorms)",
+            "T": "training", "D": "decoding", "W": "the whole model", "I": "inspecting attention",
+            "G": "GPT and the modern block", "S": "scaling up (data parallelism)",
+            "K": "subword tokens (byte-pair encoding)", "R": "a real model's weights (Marian)"}
 
 # id: (the bug, in a few words; the notebooks that show it failing and fixed)
 PITFALLS = {
@@ -60,8 +57,7 @@ PITFALLS = {
     "T4": ("a missing zero_grad: gradients pile up", ("09",)),
     "T5": ("scheduler.step() before optimizer.step()", ("09",)),
     "T6": ("clipping after optimizer.step()", ("09",)),
-    "T7": ("log(softmax(...)) instead of log_softmax: inf where a probability underflows",
-           ("09",)),
+    "T7": ("log(softmax(...)) instead of log_softmax: inf where a probability underflows", ("09",)),
     "T8": ("gather on labels that hold ignore_index (-100 is no class id)", ("09",)),
     "T9": ("scheduler.step() left out (or called twice): the learning rate never follows the "
            "schedule", ("09",)),
@@ -87,12 +83,10 @@ PITFALLS = {
     "I2": ("a head's entropy summed over the queries instead of each query's keys", ("11",)),
     "I3": ("an alignment read along the target words instead of the source words", ("11",)),
     "I4": ("a head's features taken as interleaved instead of side by side", ("11",)),
-    "W1": ("probabilities (softmax) or vectors returned where the model returns logits",
-           ("08",)),
+    "W1": ("probabilities (softmax) or vectors returned where the model returns logits", ("08",)),
     "W2": ("the decoder's target mask: a given tgt_mask replaced, or the look-ahead mask not "
            "alone or without its four axes", ("08",)),
-    "W3": ("a piece left out of the parameter count (biases, LayerNorms, W_O, a stack)",
-           ("08",)),
+    "W3": ("a piece left out of the parameter count (biases, LayerNorms, W_O, a stack)", ("08",)),
     "G1": ("RMSNorm subtracting the mean", ("12",)),
     "G2": ("rotary positions rotating the wrong pairs of features", ("12",)),
     "G3": ("the top-p filter applied before the temperature", ("12",)),
@@ -106,8 +100,7 @@ PITFALLS = {
     "G10": ("generation that recomputes the whole sequence at every step: the cache unused",
             ("12",)),
     "S1": ("each rank's loss averaged over its own tokens: a mean of means", ("13",)),
-    "S2": ("the loss not multiplied by the world size, though DDP averages the gradients",
-           ("13",)),
+    "S2": ("the loss not multiplied by the world size, though DDP averages the gradients", ("13",)),
     "S3": ("no DistributedSampler: every rank trains on the same pairs", ("13",)),
     "S4": ("a step's start advanced by one rank's share instead of the global batch", ("13",)),
     "S5": ("gradients all-reduced (summed) but not divided by the world size", ("13",)),
@@ -132,12 +125,11 @@ PITFALLS = {
 }
 
 # id: the one hint ``check`` prints for it (a Pitfall without a hint of its own gets this one).
-# Written here, once per id, in the block of the notebooks that teach it.
 HINTS: dict[str, str] = {
-    # ---- notebooks 00-03 (attention, positions, heads) ----
     "A1": "divide the scores by the square root of the key dimension of one head: scores = "
           "q @ k^T / sqrt(d_k), with d_k = query.shape[-1] (in multi-head attention, d_model / h).",
-    "A2": "mask the scores before softmax (masked_fill on the scores), so each row still sums to 1.",
+    "A2": "mask the scores before softmax (masked_fill on the scores), so each row still sums "
+          "to 1.",
     "A3": "in this course True means may attend (the F.scaled_dot_product_attention convention): "
           "fill the scores where the mask is False.",
     "A4": "each query's weights over the keys must sum to 1: softmax over the last axis (dim=-1), "
@@ -160,7 +152,6 @@ HINTS: dict[str, str] = {
           "(B, L, h * d_k).",
     "H3": "after merging the heads, mix them with the output projection w_o: MultiHead = "
           "Concat(head_1, ..., head_h) W_O.",
-    # ---- notebooks 04, 06, 09 (norms, masks, training) ----
     "N1": "use the biased variance (divide by d, not d-1), as nn.LayerNorm does: "
           "x.var(dim=-1, unbiased=False).",
     "N2": "is your epsilon inside the square root? (x - mean) / sqrt(var + eps).",
@@ -197,7 +188,6 @@ HINTS: dict[str, str] = {
           "changes (it stays at the first step's rate; optimizer.param_groups[0]['lr'] shows it).",
     "T10": "call optimizer.step() after clipping: it is the call that updates the weights "
            "(backward() only computes the gradients).",
-    # ---- notebooks 05, 07, 08 (layers, the model) ----
     "E1": ("add only the first L rows of the table, pe[:L] with L = tokens.shape[1]: pe has "
            "max_len rows, one per position."),
     "E2": ("position p gets row p of pe: add pe[:L] (the positions 0..L-1), not pe[tokens] "
@@ -242,7 +232,6 @@ HINTS: dict[str, str] = {
            "may hide target padding too)."),
     "W3": ("every nn.Linear has a bias besides its weight: 4 d_model per attention block, "
            "d_ff + d_model per feed-forward network, tgt_vocab for the output projection."),
-    # ---- notebook 10 (decoding) ----
     "D1": ("work with log-probabilities: a hypothesis' score is the SUM of its tokens' log p "
            "(the log of the product of probabilities), and log p(prefix) + log p(token | prefix) "
            "never underflows."),
@@ -269,7 +258,6 @@ HINTS: dict[str, str] = {
     "D13": ("project the memory's keys and values once, at the first call, keep them in the "
             "cache and reuse them at every later call (self.cross): that is half of what the "
             "cache saves."),
-    # ---- notebooks 11, 13 (inspecting, scaling up) ----
     "I1": "0 * log(0) is NaN in floating point: a masked key (weight 0) must add 0. Clamp the "
           "weights to a tiny positive number before the log (or use torch.xlogy).",
     "I2": "each query has its own distribution over the KEYS (the last axis): sum there.",
@@ -291,7 +279,6 @@ HINTS: dict[str, str] = {
           "and others never. The global batch B moves on by B every step.",
     "S5": "dist.all_reduce ADDS the tensors of all ranks (its default op is SUM): divide by the "
           "world size, dist.get_world_size(), to get DDP's average.",
-    # ---- notebook 12 (GPT) ----
     "G1": "RMSNorm does NOT subtract the mean: that is LayerNorm's first step, which RMSNorm "
           "drops. Divide x itself by sqrt(mean(x^2) + eps).",
     "G2": "you rotated the pairs (x[i], x[i + d/2]), the 'rotate half' layout of some libraries. "
@@ -320,7 +307,6 @@ HINTS: dict[str, str] = {
     "G10": "your tokens are right, but every step ran the whole sequence through the model "
            "(model(out), or a fresh KVCache each time): that is the loop WITHOUT the cache. "
            "After the prefill, feed only the newest token, model(out[:, -1:], cache=cache).",
-    # ---- notebooks 14, 15 (tokens, Marian) ----
     "K1": "weight each word's pairs by its frequency: counts[pair] += freq.",
     "K2": "after a merge, skip both symbols (i += 2): ('a', 'a', 'a') with ('a', 'a') gives "
           "('aa', 'a').",
@@ -356,12 +342,6 @@ HINTS: dict[str, str] = {
           "encoder.layers.i <- model.encoder.layers.i (loop over i, and keep the stack's name: "
           "the decoder's self-attention and feed-forward are not the encoder's).",
 }
-
-FAMILIES = {"A": "attention", "P": "positional encoding", "E": "embeddings", "H": "heads",
-            "N": "LayerNorm", "M": "masks", "L": "layers (residual paths and LayerNorms)",
-            "T": "training", "D": "decoding", "W": "the whole model", "I": "inspecting attention",
-            "G": "GPT and the modern block", "S": "scaling up (data parallelism)",
-            "K": "subword tokens (byte-pair encoding)", "R": "a real model's weights (Marian)"}
 
 
 def readme_table() -> str:

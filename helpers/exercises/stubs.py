@@ -1,11 +1,5 @@
-"""Is the learner's function an untouched stub, or code that forgot its ``return``?
-
-``check`` asks :func:`is_stub` when every case returned None: a body of only ``pass``,
-``return None``, ``...`` or ``raise NotImplementedError`` is "not attempted yet"; anything else
-that returns None is a wrong answer (a forgotten ``return``, most often).
-"""
-
-from __future__ import annotations
+"""Is the learner's function an untouched stub (only ``pass``, ``return None``, ``...`` or
+``raise NotImplementedError``: "not attempted yet"), or code that forgot its ``return``?"""
 
 import ast
 import contextlib
@@ -13,14 +7,12 @@ import inspect
 import textwrap
 from typing import Callable
 
-_PLACEHOLDER_VALUES = (None, Ellipsis)
-
 
 def _is_placeholder(node: ast.AST) -> bool:
     """``None``, ``...`` or a tuple of them: what a stub returns."""
     if isinstance(node, ast.Tuple):
         return all(map(_is_placeholder, node.elts))
-    return node is None or (isinstance(node, ast.Constant) and node.value in _PLACEHOLDER_VALUES)
+    return node is None or (isinstance(node, ast.Constant) and node.value in (None, Ellipsis))
 
 
 def _is_stub_statement(node: ast.stmt) -> bool:
@@ -38,9 +30,8 @@ def _is_stub_statement(node: ast.stmt) -> bool:
 
 
 def is_stub_body(body: list) -> bool:
-    """Is this parsed function body (``ast`` statements) only a docstring, ``pass``, ``...``,
-    ``return None`` or ``raise NotImplementedError``? Also used by the notebooks' write-first
-    test, where a stub of an exercise may come before its reference but a real body may not."""
+    """Is this parsed function body only stub statements? Also used by the notebooks'
+    write-first test (a stub of an exercise may come before its reference, a real body not)."""
     return all(map(_is_stub_statement, body))
 
 
@@ -67,10 +58,10 @@ def _definition(fn: Callable) -> ast.AST | None:
 
 
 def is_stub(fn: Callable) -> bool:
-    """Is ``fn`` an untouched stub, its body only ``pass``, ``return None`` or ``raise
-    NotImplementedError``? A function with real code that returns None forgot its ``return``.
-    Without its source (a built-in, a partial), it counts as written."""
-    if isinstance(fn, type):  # a class exercise: are the methods the learner writes untouched?
+    """Is ``fn`` an untouched stub? Real code that returns None forgot its ``return``; without
+    its source (a built-in, a partial), a function counts as written. For a class: are all the
+    methods the learner writes (all but ``__init__``) stubs?"""
+    if isinstance(fn, type):
         written = [f for name, f in vars(fn).items()
                    if inspect.isfunction(f) and name != "__init__"]
         return bool(written) and all(map(is_stub, written))

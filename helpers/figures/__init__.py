@@ -1,11 +1,6 @@
-"""Figures for the notebooks. Functions here only draw: arguments in, ``matplotlib`` figure out.
-
-``style`` holds the course's look (the palette, one heatmap, one boolean grid, one loss-curve
-helper), ``maps`` the attention maps and masks drawn in many notebooks, and ``nb00_overview`` ...
-``nb15_pretrained`` the figures of one notebook each. A module is imported only when one of its
-figures is first asked for (``FIGURES`` says which module holds which figure). No model code
-lives here; every function is tested without widgets in ``tests/figures``.
-"""
+"""Figures for the notebooks: functions that only draw (arguments in, a ``matplotlib`` figure
+out; no model code). ``style`` holds the course's look, ``maps`` the attention maps and masks of
+many notebooks, ``nbNN_*`` the figures of one notebook each, imported on first use."""
 
 import importlib
 

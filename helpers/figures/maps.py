@@ -1,7 +1,5 @@
-"""Attention maps and masks, the pictures every notebook draws (00, 01, 03, 05-07, 11).
-
-Weights are blue on a fixed [0, 1] scale (so maps can be compared), blocked cells grey.
-"""
+"""Attention maps and masks, drawn in many notebooks: weights blue on a fixed [0, 1] scale (so
+maps compare), blocked cells grey."""
 
 import math
 
@@ -18,12 +16,8 @@ def _axis_names(ax, x_labels, y_labels):
 
 def attention_heatmap(weights, x_labels=None, y_labels=None, title=None, ax=None, vmax=1.0,
                       blocked=None):
-    """Attention weights ``(Lq, Lk)`` as a heatmap: row i shows what query i looks at.
-
-    Values are printed in maps of at most 8 x 8. ``vmax=None`` stretches the colour scale from
-    [0, 1] to the largest weight (long sequences, where every weight is small). Cells where
-    ``blocked`` is True are grey.
-    """
+    """Attention weights ``(Lq, Lk)``: row i is what query i looks at, values printed up to 8 x 8.
+    ``vmax=None`` stretches the scale to the largest weight; ``blocked`` cells are grey."""
     weights = as_array(weights, "weights", ndim=2)
     if ax is None:
         fig, ax = new_axes(*weights.shape)
@@ -37,10 +31,7 @@ def attention_heatmap(weights, x_labels=None, y_labels=None, title=None, ax=None
 
 
 def masked_attention_heatmap(weights, mask, x_labels=None, y_labels=None, title=None):
-    """:func:`attention_heatmap` with the blocked cells greyed out and marked "×".
-
-    ``mask`` is bool, broadcastable to the weights ``(Lq, Lk)``, True = may attend.
-    """
+    """:func:`attention_heatmap` with the cells ``mask`` blocks (False) grey and marked "×"."""
     weights = as_array(weights, "weights", ndim=2)
     blocked = ~np.broadcast_to(as_array(mask, "mask", dtype=bool), weights.shape)
     fig = attention_heatmap(weights, x_labels, y_labels, title=title, blocked=blocked)
@@ -50,10 +41,7 @@ def masked_attention_heatmap(weights, mask, x_labels=None, y_labels=None, title=
 
 
 def attention_heads(weights, x_labels=None, y_labels=None, titles=None, max_cols=4, vmax=1.0):
-    """A grid of per-head attention maps from weights ``(h, Lq, Lk)`` (or ``(1, h, Lq, Lk)``).
-
-    All heads share one colour scale and one colour bar; values are printed in small maps.
-    """
+    """One map per head of ``(h, Lq, Lk)`` weights, on one colour scale and colour bar."""
     weights = as_array(weights, "weights", ndim=3, hint=" = (h, Lq, Lk)")
     h, Lq, Lk = weights.shape
     if titles is not None and len(titles) != h:
@@ -82,11 +70,8 @@ def attention_heads(weights, x_labels=None, y_labels=None, titles=None, max_cols
 
 
 def attention_grid_figure(weights, x_labels, y_labels, title=None, blocked=None):
-    """Every layer (rows) and head (columns) of one kind of attention for one sentence.
-
-    ``weights`` is ``(num_layers, num_heads, Lq, Lk)``, drawn on one colour scale [0, 1]; cells
-    where ``blocked`` ``(Lq, Lk)`` is True (padding, the decoder's future) are grey.
-    """
+    """Every layer (rows) and head (columns) of ``(num_layers, num_heads, Lq, Lk)`` weights of
+    one sentence, on [0, 1]; ``blocked`` ``(Lq, Lk)`` cells (padding, the future) are grey."""
     w = as_array(weights, "weights", ndim=4, hint=" = (num_layers, num_heads, Lq, Lk)")
     num_layers, num_heads, Lq, Lk = w.shape
     cell = min(max(0.26 * max(Lq, Lk) + 0.6, 2.0), 3.6)
@@ -121,11 +106,8 @@ def mask_heatmap(mask, x_labels=None, y_labels=None, title=None):
 
 
 def plot_bool_masks(masks, titles=None, row_labels=None):
-    """Boolean masks side by side, each cell showing 1 (may attend) or 0 (blocked).
-
-    ``masks`` is a list of 2-D masks (tensors or arrays, rows = queries, columns = keys); they
-    may differ in shape, e.g. an ``(L, L)`` look-ahead mask next to a ``(1, L)`` padding row.
-    """
+    """2-D boolean masks side by side (rows = queries), 1 (may attend) or 0 in each cell; they
+    may differ in shape, e.g. an ``(L, L)`` look-ahead mask next to a ``(1, L)`` padding row."""
     hint = "; pick one sequence and head first, e.g. mask[0, 0]"
     grids = [as_array(m, "each mask", ndim=2, dtype=bool, hint=hint) for m in masks]
     titles = titles or [None] * len(grids)
@@ -142,4 +124,3 @@ def plot_bool_masks(masks, titles=None, row_labels=None):
     axes[0][0].set_ylabel("query (row)")
     fig.tight_layout()
     return fig
-

@@ -1,7 +1,4 @@
-"""Why attention divides by sqrt(d_k): the softmax with and without the scale (notebook 01).
-
-The numbers are random q . k statistics computed with NumPy for this figure alone (no model code).
-"""
+"""Why attention divides by sqrt(d_k), from random q . k drawn with NumPy (notebook 01)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -17,13 +14,9 @@ def _softmax(scores):
 
 
 def softmax_saturation_data(d_k, num_keys=10, seed=0):
-    """The numbers behind :func:`softmax_saturation_figure`, from random unit-variance q and k.
-
-    Returns a dict with "unscaled" and "scaled": one query's softmax weights over ``num_keys``
-    keys, sorted from largest to smallest, without and with the division by sqrt(d_k); "grid":
-    the d_k values of the right panel; "max_unscaled" and "max_scaled": for each d_k in the grid,
-    the largest weight of a row, averaged over 300 random queries.
-    """
+    """"unscaled" and "scaled": one random query's softmax weights over ``num_keys`` keys, sorted,
+    without and with the division by sqrt(d_k); "max_unscaled" and "max_scaled": the largest
+    weight of a row (mean of 300 queries) for each d_k of "grid" (``SATURATION_D_K``)."""
     rng = np.random.default_rng(seed)
     q, k = rng.standard_normal(d_k), rng.standard_normal((num_keys, d_k))
     scores = k @ q  # (num_keys,), variance d_k
@@ -31,7 +24,7 @@ def softmax_saturation_data(d_k, num_keys=10, seed=0):
             "scaled": np.sort(_softmax(scores / np.sqrt(d_k)))[::-1],
             "grid": np.array(SATURATION_D_K)}
     curve_rng = np.random.default_rng(seed + 1)  # its own stream: the curves never move with d_k
-    largest = []  # per d_k: the mean largest weight, unscaled and scaled
+    largest = []
     for n in SATURATION_D_K:
         qs = curve_rng.standard_normal((300, 1, n))
         ks = curve_rng.standard_normal((300, num_keys, n))
@@ -43,25 +36,22 @@ def softmax_saturation_data(d_k, num_keys=10, seed=0):
 
 
 def softmax_saturation_figure(d_k=64, num_keys=10):
-    """Why attention divides by sqrt(d_k): softmax weights with and without the scale.
-
-    Left: one query's weights over ``num_keys`` random keys (sorted) at this ``d_k``.
-    Right: the average largest weight of a row as d_k grows; the dashed line marks ``d_k``.
-    """
+    """Left: one query's sorted weights over ``num_keys`` random keys at this ``d_k``, with and
+    without the scale. Right: the mean largest weight of a row as d_k grows."""
     data = softmax_saturation_data(d_k, num_keys=num_keys)
-    unscaled_colour, scaled_colour = CONTRAST
+    unscaled, scaled = CONTRAST
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     ranks = np.arange(1, num_keys + 1)
-    left.bar(ranks - 0.2, data["unscaled"], width=0.4, color=unscaled_colour,
+    left.bar(ranks - 0.2, data["unscaled"], width=0.4, color=unscaled,
              label=f"softmax(q·k): largest {data['unscaled'][0]:.2f}")
-    left.bar(ranks + 0.2, data["scaled"], width=0.4, color=scaled_colour,
+    left.bar(ranks + 0.2, data["scaled"], width=0.4, color=scaled,
              label=f"softmax(q·k / √d_k): largest {data['scaled'][0]:.2f}")
     left.axhline(1 / num_keys, color="grey", linestyle=":", label=f"uniform (1/{num_keys})")
     left.set(xticks=ranks, ylim=(0, 1.05), xlabel="keys, sorted by weight",
              ylabel="softmax weight", title=f"one query, {num_keys} random keys, d_k = {d_k}")
     left.legend(loc="upper right", fontsize=9)
-    right.plot(data["grid"], data["max_unscaled"], "o-", color=unscaled_colour, label="q·k")
-    right.plot(data["grid"], data["max_scaled"], "o-", color=scaled_colour, label="q·k / √d_k")
+    right.plot(data["grid"], data["max_unscaled"], "o-", color=unscaled, label="q·k")
+    right.plot(data["grid"], data["max_scaled"], "o-", color=scaled, label="q·k / √d_k")
     right.axhline(1 / num_keys, color="grey", linestyle=":", label="uniform")
     right.axvline(d_k, color="black", linestyle="--", linewidth=1, label=f"d_k = {d_k}")
     right.set_xscale("log", base=2)

@@ -1,6 +1,5 @@
 """The sinusoidal positional encoding: the table, its wavelengths, similarities and rotations
-(notebook 02).
-"""
+(notebook 02)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,11 +9,8 @@ from .style import SIGNED_CMAP, as_array, integer_axis
 
 
 def plot_positional_encoding(pe, position=None):
-    """Heatmap of a ``(positions, d_model)`` encoding table, one row per position.
-
-    With ``position``, that row is outlined and drawn below as a vector over the columns
-    (sine columns and cosine columns in two colours), aligned with the heatmap's columns.
-    """
+    """Heatmap of a ``(positions, d_model)`` table. With ``position``, that row is outlined and
+    drawn below as a vector (sine and cosine columns in two colours) under the same columns."""
     table = as_array(pe, "pe")
     if table.ndim != 2:
         raise ValueError(f"pe must be a (positions, d_model) table, got shape {table.shape}")
@@ -34,16 +30,15 @@ def plot_positional_encoding(pe, position=None):
     fig.colorbar(image, ax=axes, label="PE value", shrink=0.9)
     ax_map.set_ylabel("position p")
     title = f"sinusoidal positional encoding: {n} positions x d_model = {d}"
-    ax_map.set_title(title)
+    ax_map.set_title(title if position is None else f"{title} (outlined: position {position})")
+    axes[-1].set_xlabel("dimension (column of the table)")
+    integer_axis(axes[-1].xaxis)
     if position is None:
-        ax_map.set_xlabel("dimension (column of the table)")
-        integer_axis(ax_map.xaxis)
         return fig
     ax_map.add_patch(Rectangle((-0.5, position - 0.5), d, 1, fill=False, edgecolor="black",
                                linewidth=2.5))
     for x, marker in [(-0.5, ">"), (d - 0.5, "<")]:  # arrowheads outside, for long tables
         ax_map.plot([x], [position], marker=marker, color="black", markersize=9, clip_on=False)
-    ax_map.set_title(f"{title} (outlined: position {position})")
     row, columns = table[position], np.arange(d)
     ax_vec.plot(columns, row, color="0.7", linewidth=1, zorder=1)
     ax_vec.scatter(columns[0::2], row[0::2], s=18, color="tab:orange", zorder=2,
@@ -51,9 +46,7 @@ def plot_positional_encoding(pe, position=None):
     ax_vec.scatter(columns[1::2], row[1::2], s=18, color="tab:purple", zorder=2,
                    label="odd columns: cos")
     ax_vec.axhline(0, color="0.85", linewidth=0.8, zorder=0)
-    ax_vec.set(xlim=(-0.5, d - 0.5), ylim=(-1.2, 1.2), xlabel="dimension (column of the table)",
-               ylabel=f"PE[{position}]")
-    integer_axis(ax_vec.xaxis)
+    ax_vec.set(xlim=(-0.5, d - 0.5), ylim=(-1.2, 1.2), ylabel=f"PE[{position}]")
     ax_vec.legend(loc="lower right", fontsize=8, ncol=2, framealpha=0.9)
     return fig
 
@@ -76,9 +69,8 @@ def plot_pe_wavelengths(wavelengths, base):
 
 
 def plot_pe_similarity(similarity, anchors, max_offset):
-    """Left: the ``(n, n)`` matrix of dot products PE(p) . PE(q). Right: the rows of a few
-    ``anchors`` p against the offset k = q - p in ``-max_offset..max_offset``, on top of each other.
-    """
+    """Left: the ``(n, n)`` dot products PE(p) . PE(q). Right: the rows of the ``anchors`` p
+    against the offset k = q - p in ``-max_offset..max_offset``, on top of each other."""
     sim = as_array(similarity, "similarity")
     n = sim.shape[0]
     if sim.ndim != 2 or sim.shape[1] != n:
@@ -107,10 +99,8 @@ def plot_pe_similarity(similarity, anchors, max_offset):
 
 
 def plot_pe_rotation(pe, k, starts, pairs=(0, 1)):
-    """Each column pair (2i, 2i+1) as points on the unit circle, one point per position,
-    with arrows from ``PE[p]`` to ``PE[p + k]`` for each p in ``starts``: a step of k
-    positions turns every arrow of a pair by the same angle, whatever p is.
-    """
+    """Each column pair (2i, 2i+1) as points on the unit circle, with arrows from ``PE[p]`` to
+    ``PE[p + k]`` for each p of ``starts``: k positions turn every arrow of a pair alike."""
     table = as_array(pe, "pe")
     n, d = table.shape
     for i in pairs:

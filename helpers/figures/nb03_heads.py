@@ -7,19 +7,14 @@ from matplotlib.colors import ListedColormap
 
 
 def head_split_figure(d_model=24, num_heads=4, seq_len=5):
-    """Split into heads and merge, drawn as coloured column blocks (one colour per head).
-
-    Left: the projected ``(L, d_model)`` matrix, column ``c`` coloured by its head ``c // d_k``.
-    Middle: the ``(h, L, d_k)`` stack after ``split_heads``, one ``(L, d_k)`` block per head, each
-    x tick naming the original column. Right: the ``(L, d_model)`` matrix after ``merge_heads``.
-    """
+    """The ``(L, d_model)`` projection, the ``(h, L, d_k)`` stack after ``split_heads`` (one
+    block per head, ticks naming the original columns) and the ``(L, d_model)`` matrix after
+    ``merge_heads``; every column is coloured by its head ``c // d_k``."""
     if num_heads < 1 or d_model % num_heads != 0:
         raise ValueError(f"num_heads={num_heads} must divide d_model={d_model}")
     d_k = d_model // num_heads
-    # Every cell holds the head of its column; the middle panel puts the h (L, d_k) blocks side
-    # by side, one empty (NaN) column between neighbours.
     before = np.tile(np.arange(d_model) // d_k, (seq_len, 1)).astype(float)
-    stacked = np.full((seq_len, num_heads * (d_k + 1) - 1), np.nan)
+    stacked = np.full((seq_len, num_heads * (d_k + 1) - 1), np.nan)  # an empty column between
     block_starts = [head * (d_k + 1) for head in range(num_heads)]
     for head, start in enumerate(block_starts):
         stacked[:, start:start + d_k] = head

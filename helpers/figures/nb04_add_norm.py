@@ -1,21 +1,17 @@
 """Add & Norm: LayerNorm row by row, gradients through residual paths, post-norm vs pre-norm
-(notebook 04).
-"""
+(notebook 04)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 import seaborn as sns
-from matplotlib import patches as mpatches
+from matplotlib.patches import Circle, FancyArrowPatch
 
-from .style import BLOCK_COLOURS, NORM_COLOURS, as_array, integer_axis, loss_curves_figure
+from .style import BLOCK_COLOURS, NORM_COLOURS, as_array, box, integer_axis, loss_curves_figure
 
 
 def layer_norm_rows_figure(before, after, token_labels=None):
-    """Each token's features as dots on a number line, before and after LayerNorm.
-
-    ``before`` and ``after`` are ``(tokens, features)``. A dashed tick marks each token's mean and
-    a bar spans mean ± one (biased) standard deviation, so the centring and rescaling show.
-    """
+    """Each token's features ``(tokens, features)`` as dots on a line, before and after
+    LayerNorm, with the mean (dashed) and mean ± one standard deviation (shaded) of each."""
     before, after = as_array(before, "before"), as_array(after, "after")
     n = before.shape[0]
     token_labels = token_labels or [f"token {i}" for i in range(n)]
@@ -57,10 +53,7 @@ def _per_layer_lines(ax, series, ylabel, title=None, log=True):
 
 
 def gradient_norms_figure(norms, title=None):
-    """Gradient norm reaching each layer's weights, one line per entry of ``norms`` (log scale).
-
-    ``norms`` maps a label (e.g. "with residual") to a sequence with one value per layer.
-    """
+    """The gradient norm reaching each layer, one line per entry of ``norms`` (log scale)."""
     fig, ax = plt.subplots(figsize=(7.5, 4))
     _per_layer_lines(ax, norms, "‖∂loss/∂W‖ (log scale)", title)
     fig.tight_layout()
@@ -68,10 +61,8 @@ def gradient_norms_figure(norms, title=None):
 
 
 def post_vs_pre_norm_figure(grad_norms, stream_rms):
-    """Left: gradient norm per layer. Right: size (RMS) of x after each layer (both from 0).
-
-    Both arguments map "post-norm" / "pre-norm" to one value per layer.
-    """
+    """The gradient norm per layer (left) and the RMS of x after it (right), each argument
+    mapping "post-norm" and "pre-norm" to one value per layer."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4))
     _per_layer_lines(left, grad_norms, "‖∂loss/∂W₁‖",
                      "gradient reaching each layer at initialisation", log=False)
@@ -81,56 +72,43 @@ def post_vs_pre_norm_figure(grad_norms, stream_rms):
     return fig
 
 
-def _addnorm_box(ax, x, y, text, colour, width=1.5, height=0.5):
-    ax.add_patch(mpatches.FancyBboxPatch((x - width / 2, y - height / 2), width, height,
-                                boxstyle="round,pad=0.05", facecolor=colour, edgecolor="black"))
-    ax.text(x, y, text, ha="center", va="center", fontsize=10)
+def _arrow(ax, start, end, **style):
+    ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12, shrinkA=0,
+                                 shrinkB=0, **{"color": "black", **style}))
 
 
-def _addnorm_arrow(ax, start, end, **kwargs):
-    kwargs.setdefault("color", "black")
-    ax.add_patch(mpatches.FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=12,
-                                 shrinkA=0, shrinkB=0, **kwargs))
+def _chain(ax, start, steps, end):
+    """Arrows up the middle from y = ``start`` through the boxes ``steps`` (y, text, colour)
+    to y = ``end``."""
+    for y, text, colour in steps:
+        _arrow(ax, (0, start), (0, y - 0.3))
+        box(ax, 0, y, 1.5, 0.5, text, colour, "round,pad=0.05", fontsize=10, text_colour="black",
+            edge="black")
+        start = y + 0.3
+    _arrow(ax, (0, start), (0, end))
 
 
 def norm_placement_figure():
-    """The two places for LayerNorm in a sub-layer block, drawn bottom (input) to top (output).
-
-    Left, post-norm (the paper): ``LayerNorm(x + Sublayer(x))``. Right, pre-norm:
-    ``x + Sublayer(LayerNorm(x))``. The curved arrow is the residual (identity) path.
-    """
-    norm_colour, sub_colour = BLOCK_COLOURS["add & norm"], BLOCK_COLOURS["feed-forward"]
+    """The two places for LayerNorm in a sub-layer block, input at the bottom: post-norm (the
+    paper), ``LayerNorm(x + Sublayer(x))``, and pre-norm, ``x + Sublayer(LayerNorm(x))``."""
+    ln, sub = BLOCK_COLOURS["add & norm"], BLOCK_COLOURS["feed-forward"]
+    panels = [(False, [(1.4, "Sublayer", sub)], 2.6, [(3.8, "LayerNorm", ln)]),
+              (True, [(1.4, "LayerNorm", ln), (2.6, "Sublayer", sub)], 3.8, [])]
     fig, axes = plt.subplots(1, 2, figsize=(9, 5.2))
-    for ax, pre in zip(axes, (False, True), strict=True):
+    for ax, (pre, below, plus, above) in zip(axes, panels, strict=True):  # boxes around "+"
         ax.set(xlim=(-1.6, 1.6), ylim=(-0.4, 5.4), xticks=[], yticks=[])
         ax.spines[:].set_visible(False)
         ax.text(0, -0.25, "x (input)", ha="center", va="center", fontsize=10)
-        if pre:
-            steps = [(1.4, "LayerNorm", norm_colour), (2.6, "Sublayer", sub_colour)]
-            plus, out_y = 3.8, 5.0
-        else:
-            steps = [(1.4, "Sublayer", sub_colour)]
-            plus, out_y = 2.6, 5.0
-        previous = 0.0
-        for y, text, colour in steps:
-            _addnorm_arrow(ax, (0, previous), (0, y - 0.3))
-            _addnorm_box(ax, 0, y, text, colour)
-            previous = y + 0.3
-        _addnorm_arrow(ax, (0, previous), (0, plus - 0.22))
-        ax.add_patch(mpatches.Circle((0, plus), 0.22, facecolor="white", edgecolor="black"))
+        _chain(ax, 0.0, below, plus - 0.22)
+        ax.add_patch(Circle((0, plus), 0.22, facecolor="white", edgecolor="black"))
         ax.text(0, plus, "+", ha="center", va="center", fontsize=14)
         # the residual path: branch off below the first box, go round it, join at "+"
         ax.plot([0, -1.15, -1.15], [0.5, 0.5, plus], color="dimgrey", linestyle="--")
-        _addnorm_arrow(ax, (-1.15, plus), (-0.22, plus), color="dimgrey", linestyle="--")
+        _arrow(ax, (-1.15, plus), (-0.22, plus), color="dimgrey", linestyle="--")
         ax.text(-1.27, (plus + 0.5) / 2, "residual path (identity)", ha="center", va="center",
                 rotation=90, fontsize=9, color="dimgrey")
-        if pre:
-            _addnorm_arrow(ax, (0, plus + 0.22), (0, out_y - 0.1))
-        else:
-            _addnorm_arrow(ax, (0, plus + 0.22), (0, 3.8 - 0.3))
-            _addnorm_box(ax, 0, 3.8, "LayerNorm", norm_colour)
-            _addnorm_arrow(ax, (0, 4.1), (0, out_y - 0.1))
-        ax.text(0, out_y + 0.1, "output", ha="center", va="center", fontsize=10)
+        _chain(ax, plus + 0.22, above, 4.9)
+        ax.text(0, 5.1, "output", ha="center", va="center", fontsize=10)
         ax.set_title("pre-norm: x + Sublayer(LayerNorm(x))" if pre else
                      "post-norm (the paper): LayerNorm(x + Sublayer(x))", fontsize=10)
     fig.tight_layout()

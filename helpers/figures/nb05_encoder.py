@@ -6,12 +6,8 @@ import seaborn as sns
 
 
 def embedding_scale_figure(d_models, series, pe_rms):
-    """Per-entry RMS of token embeddings against d_model, next to the positional encoding's.
-
-    ``series`` maps a label to one RMS value per entry of ``d_models``; ``pe_rms`` is the
-    positional encoding's RMS, drawn as a dashed black line. Both axes are logarithmic, so
-    ``1/sqrt(d_model)`` and ``sqrt(d_model)`` are straight lines.
-    """
+    """The RMS of one embedding entry against d_model, one line per entry of ``series`` (label
+    -> one value per d_model), and the positional encoding's ``pe_rms`` dashed; log-log axes."""
     d_models = np.asarray(d_models, dtype=float)
     colours = sns.color_palette("colorblind", len(series))
     markers = "osD^v<>"

@@ -1,7 +1,4 @@
-"""The mask explorer: one padded sequence's mask and the attention weights it allows (notebook 06).
-
-The numbers come from ``helpers.masks.mask_explorer_data``; this module only draws them.
-"""
+"""The mask explorer of notebook 06, drawing the numbers of ``helpers.masks.mask_explorer_data``."""
 
 import matplotlib.pyplot as plt
 
@@ -10,12 +7,8 @@ from .style import bool_grid, heatmap
 
 
 def mask_explorer_figure(seq_len=6, pad_len=2, causal=True, seed=0):
-    """Left: the combined mask of one padded sequence. Right: the attention weights it allows.
-
-    Blocked cells are grey in both panels; their weight is exactly 0. A query with no allowed
-    key (every token padded) gets a row of zeros, never NaN. ``pad_len`` larger than
-    ``seq_len`` is clamped (the title says so).
-    """
+    """The combined mask of one padded sequence (left) and the attention weights it allows
+    (right), blocked cells grey in both; a row with no allowed key is all zeros, never NaN."""
     data = mask_explorer_data(seq_len, pad_len, causal, seed=seed)
     mask, weights, labels = data["mask"], data["weights"], data["labels"]
     padding = f"padding = {data['pad_len']}"

@@ -21,13 +21,9 @@ STEP_COLOURS = (BLOCKED, MAY_ATTEND_LIGHT, MAY_ATTEND)  # blocked, may attend (o
 
 
 def decoder_step_figure(t, self_mask, cross_weights, tgt_labels, src_labels):
-    """What decoder position ``t`` works with, in two panels.
-
-    Left: the self-attention mask ``(T, T)`` (bool, True = may attend) with row ``t`` in dark blue,
-    the target positions that position t may see (0..t for a look-ahead mask). Right: the
-    cross-attention weights ``(T, S)`` over the source; row ``t`` is framed and written out, the
-    other rows are faded.
-    """
+    """What decoder position ``t`` works with. Left: the self-attention mask ``(T, T)`` (True =
+    may attend), row ``t`` dark blue. Right: the cross-attention weights ``(T, S)``, row ``t``
+    framed and written out, the other rows faded."""
     mask = as_array(self_mask, "self_mask", ndim=2, dtype=bool)
     weights = as_array(cross_weights, "cross_weights", ndim=2)
     T, S = weights.shape

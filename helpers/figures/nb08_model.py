@@ -9,12 +9,9 @@ from .style import CONTRAST, INK, WEIGHTS_CMAP, as_array
 
 
 def next_token_probabilities_figure(probs, row_labels, vocab_labels, targets=None, title=None):
-    """Next-token probabilities ``(T, V)`` as a heatmap: row t is the distribution after position t.
-
-    Colours run from 0 to the largest probability (an untrained model's cells would all be pale
-    on [0, 1]); a red line on the colour bar marks the uniform guess 1/V. ``targets`` (one
-    vocabulary index per row) frames the true next token of each row.
-    """
+    """Next-token probabilities ``(T, V)``, row t the distribution after position t, coloured
+    from 0 to the largest (a red line on the colour bar marks 1/V); ``targets`` (a vocabulary
+    index per row) frames the true next tokens."""
     p = as_array(probs, "probs")
     if p.ndim != 2 or p.shape != (len(row_labels), len(vocab_labels)):
         raise ValueError(f"probs must have shape (len(row_labels), len(vocab_labels)) = "
@@ -38,12 +35,8 @@ def next_token_probabilities_figure(probs, row_labels, vocab_labels, targets=Non
 
 
 def parameter_breakdown_figure(breakdowns, reference=None, reference_label=None):
-    """Stacked horizontal bars, one per model: how many parameters each component holds.
-
-    ``breakdowns`` maps a model's label to ``{component: count}``; a component keeps its colour
-    in every bar. Counts are drawn in millions, with each bar's total at its end. ``reference``
-    (a count) adds a dashed vertical line, for example the paper's 65M.
-    """
+    """One stacked bar per model (label -> ``{component: count}``), in millions, each component
+    in one colour and each total at the end; ``reference`` (a count) adds a dashed line."""
     components = list(dict.fromkeys(c for parts in breakdowns.values() for c in parts))
     colours = dict(zip(components, sns.color_palette("Set2", len(components)), strict=True))
     labels = list(breakdowns)

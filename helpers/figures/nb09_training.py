@@ -24,8 +24,7 @@ def sentence_length_figure(lengths, title=None):
         raise ValueError("expected at least one non-empty list of lengths")
     low = min(v.min() for v in values.values())
     high = max(v.max() for v in values.values())
-    bins = np.arange(low - 0.5, high + 1.5)
-    ax.hist(list(values.values()), bins=bins, edgecolor="white",
+    ax.hist(list(values.values()), bins=np.arange(low - 0.5, high + 1.5), edgecolor="white",
             label=[f"{label} (mean {v.mean():.1f})" for label, v in values.items()])
     ax.set(xlabel="sentence length (words)", ylabel="sentences")
     integer_axis(ax.xaxis)
@@ -35,31 +34,26 @@ def sentence_length_figure(lengths, title=None):
 
 
 def batch_tokens_figure(grids, titles=None):
-    """Token grids side by side (rows = sentences, columns = positions), one word per cell.
-
-    ``grids`` is a list of 2-D lists of strings, e.g. a batch's ``src``, ``tgt_in`` and
-    ``tgt_out`` decoded word by word; special tokens get the colours of ``TOKEN_COLOURS``.
-    """
+    """Token grids (2-D lists of strings, rows = sentences) one above the other, one word per
+    cell, special tokens in ``TOKEN_COLOURS``: e.g. a batch's ``src``, ``tgt_in``, ``tgt_out``."""
     grids = [[list(row) for row in grid] for grid in grids]
     if not grids or any(not grid or len({len(r) for r in grid}) != 1 for grid in grids):
         raise ValueError("expected a list of rectangular, non-empty 2-D lists of tokens")
     titles = titles or [None] * len(grids)
-    widths = [len(grid[0]) for grid in grids]
+    widest = max(len(grid[0]) for grid in grids)
     rows = max(len(grid) for grid in grids)
     fig, axes = plt.subplots(len(grids), 1, squeeze=False,
-                             figsize=(max(1.05 * max(widths), 6), (0.42 * rows + 0.8) * len(grids)),
+                             figsize=(max(1.05 * widest, 6), (0.42 * rows + 0.8) * len(grids)),
                              layout="constrained")
     for ax, grid, title in zip(axes[:, 0], grids, titles, strict=True):
-        height, width = len(grid), len(grid[0])
         for i, row in enumerate(grid):
             for j, token in enumerate(row):
-                colour = TOKEN_COLOURS.get(token, "white")
-                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, facecolor=colour,
-                                       edgecolor=FAINT, lw=0.8))
+                ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, edgecolor=FAINT, lw=0.8,
+                                       facecolor=TOKEN_COLOURS.get(token, "white")))
                 ax.text(j, i, token, ha="center", va="center", fontsize=8,
                         color=MUTED if token == "<pad>" else "black")
-        ax.set(xlim=(-0.5, max(widths) - 0.5), ylim=(height - 0.5, -0.5), xticks=range(width),
-               yticks=range(height))
+        ax.set(xlim=(-0.5, widest - 0.5), ylim=(len(grid) - 0.5, -0.5),
+               xticks=range(len(grid[0])), yticks=range(len(grid)))
         ax.set_xlabel("position", fontsize=9)
         ax.set_ylabel("sentence", fontsize=9)
         ax.tick_params(labelsize=8, length=0)
@@ -69,11 +63,8 @@ def batch_tokens_figure(grids, titles=None):
 
 
 def label_smoothing_figure(distributions, vocab_labels, label_index, title=None):
-    """Target distributions over a vocabulary as grouped bars, one group per token.
-
-    ``distributions``: label -> a vector of V probabilities (e.g. one-hot and smoothed);
-    ``label_index`` marks the right token, whose tick is drawn in bold.
-    """
+    """Target distributions (label -> V probabilities, e.g. one-hot and smoothed) as grouped
+    bars, one group per token; the tick of the right token ``label_index`` is bold."""
     dists = {k: np.asarray(v, dtype=float) for k, v in distributions.items()}
     V = len(vocab_labels)
     if any(d.shape != (V,) for d in dists.values()):
@@ -103,8 +94,8 @@ def per_position_loss_figure(losses, labels, ignored, title=None):
     if not (losses.shape == ignored.shape == (len(labels),)):
         raise ValueError("losses, labels and ignored must have one entry per position")
     fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(labels) + 1.5), 3.2), layout="constrained")
-    colours = np.where(ignored, BLOCKED, MAY_ATTEND)
-    ax.bar(range(len(labels)), np.where(ignored, 0.0, losses), color=colours, edgecolor=FAINT)
+    ax.bar(range(len(labels)), np.where(ignored, 0.0, losses),
+           color=np.where(ignored, BLOCKED, MAY_ATTEND), edgecolor=FAINT)
     for j in np.flatnonzero(ignored):
         ax.text(j, 0.02 * max(losses.max(), 1e-9), "ignored", rotation=90, ha="center",
                 va="bottom", fontsize=8, color=MUTED)
@@ -115,10 +106,8 @@ def per_position_loss_figure(losses, labels, ignored, title=None):
 
 
 def lr_schedule_figure(curves, warmup, title=None):
-    """Learning rate against step, one line per entry of ``curves`` (label -> lrs from step 1).
-
-    A dotted vertical line marks ``step == warmup``; each curve's peak gets a dot and its value.
-    """
+    """Learning rate against step, one line per entry of ``curves`` (label -> lrs from step 1),
+    each peak marked, a dotted line at ``step == warmup``."""
     fig, ax = plt.subplots(figsize=(7.5, 3.6), layout="constrained")
     for label, lrs in curves.items():
         lrs = np.asarray(lrs, dtype=float)
@@ -141,11 +130,8 @@ def lr_schedule_figure(curves, warmup, title=None):
 
 
 def training_loss_figure(losses, window=25, levels=None, title=None, last_step=None):
-    """Loss per step (thin) with its moving average over ``window`` steps (thick), log scale.
-
-    ``levels``: label -> value drawn as dashed horizontal lines (e.g. ln V at the start, the
-    smallest loss label smoothing allows). ``last_step`` fixes the x axis (for a live plot).
-    """
+    """Loss per step (thin) and its moving average over ``window`` steps (thick), log scale;
+    ``levels`` (label -> value) are dashed lines, ``last_step`` fixes the x axis."""
     losses = np.asarray(losses, dtype=float)
     if losses.ndim != 1 or losses.size == 0:
         raise ValueError("expected a non-empty 1-D sequence of losses")
@@ -165,12 +151,9 @@ def training_loss_figure(losses, window=25, levels=None, title=None, last_step=N
 
 
 class LiveLoss:
-    """An ``on_step`` callback for :func:`helpers.training.train`: every ``every`` steps (and
-    at ``last_step``) it redraws :func:`training_loss_figure` (``keyword`` arguments go there).
-
-    No widget: the figure is shown once with a display id and replaced by each redraw, wherever
-    IPython displays images, so a saved notebook keeps the final curve.
-    """
+    """An ``on_step`` callback for :func:`helpers.training.train`: every ``every`` steps and at
+    ``last_step`` it redraws :func:`training_loss_figure` (``keyword`` arguments go there) in
+    place, in one output with a display id, so a saved notebook keeps the final curve."""
 
     def __init__(self, last_step, every=25, **keyword):
         if last_step < 1 or every < 1:
@@ -180,10 +163,8 @@ class LiveLoss:
 
     def __call__(self, step, loss):
         self.losses.append(loss)
-        if step % self.every == 0 or step == self.last_step:
-            self.draw(step)
-
-    def draw(self, step):
+        if step % self.every and step != self.last_step:
+            return
         from IPython.display import display  # here: helpers.figures imports without IPython
 
         title = f"{self.keyword.get('title') or 'Training loss'}: step {step} of {self.last_step}"

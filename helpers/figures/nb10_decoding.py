@@ -5,31 +5,20 @@ import matplotlib.pyplot as plt
 from .style import BEAM_COLOURS, HIGHLIGHT
 
 
-def _beam_tree_layout(steps):
-    """y of every node, column by column: children under their parent's order, best first."""
-    columns = [[0.0]]  # the root
+def beam_tree_figure(tree, title=None):
+    """A beam search as a tree, one column per step: ``tree = {"root": "<bos>", "steps": [[node,
+    ...], ...]}``, a node a dict of ``parent`` (its index in the previous step; 0 = the root),
+    ``token``, ``score`` (the cumulative log-probability, on the edge into it), ``status``
+    ("kept", "pruned": faded, "finished": a green square) and, on the best path, ``best``."""
+    steps = tree["steps"]
+    columns = [[0.0]]  # the y of every node, column by column: best first, under its parent
     for nodes in steps:
-        previous = columns[-1]
         order = sorted(range(len(nodes)),
-                       key=lambda i: (-previous[nodes[i]["parent"]], -nodes[i]["score"]))
+                       key=lambda i: (-columns[-1][nodes[i]["parent"]], -nodes[i]["score"]))
         ys = [0.0] * len(nodes)
         for rank, i in enumerate(order):
             ys[i] = (len(nodes) - 1) / 2 - rank
         columns.append(ys)
-    return columns
-
-
-def beam_tree_figure(tree, title=None):
-    """Draw a beam search as a tree, one column per step.
-
-    ``tree = {"root": "<bos>", "steps": [[node, ...], ...]}``; a node is a dict with ``parent``
-    (index into the previous step's list; 0 = the root for the first step), ``token`` (str),
-    ``score`` (cumulative log-probability, printed on the edge into the node), ``status``
-    ("kept", "pruned" or "finished") and optionally ``best`` (True on the best hypothesis' path,
-    drawn thick in orange). Pruned branches are faded; finished hypotheses are green squares.
-    """
-    steps = tree["steps"]
-    columns = _beam_tree_layout(steps)
     tallest = max(len(c) for c in columns)
     fig, ax = plt.subplots(figsize=(min(16.0, 1.7 * (len(steps) + 1) + 0.5),
                                     max(3.0, 0.42 * tallest + 1.4)))

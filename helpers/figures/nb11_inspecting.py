@@ -1,7 +1,5 @@
-"""Inspecting a trained model's attention: one map to explore, alignment accuracy (notebook 11).
-
-Every layer and head at once is ``attention_grid_figure`` (``helpers/figures/maps.py``).
-"""
+"""Inspecting a trained model's attention: one map to explore, alignment accuracy (notebook 11;
+every layer and head at once is ``maps.attention_grid_figure``)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -12,29 +10,16 @@ ATTENTION_KINDS = {"encoder": "encoder self-attention", "decoder": "decoder self
                    "cross": "cross-attention"}
 
 
-def _attention_map_labels(maps: dict, kind: str):
-    """(key labels, query labels) of one kind of map in a dict of notebook 11.
-
-    Decoder queries read as "input -> predicted word": the row fed "voiture" predicts "rouge".
-    """
+def attention_explorer_figure(maps, kind="cross", layer=0, head=0):
+    """One map of one sentence of notebook 11's ``maps`` (``src_tokens``, ``tgt_in``,
+    ``tgt_out``, ``french`` and a ``(num_layers, num_heads, Lq, Lk)`` array per ``kind``) at
+    ``layer`` and ``head`` (or "mean" of the heads); the decoder's masked future is grey."""
     if kind not in ATTENTION_KINDS:
         raise ValueError(f"kind must be one of {list(ATTENTION_KINDS)}, got {kind!r}")
-    if kind == "encoder":
-        return list(maps["src_tokens"]), list(maps["src_tokens"])
-    queries = [f"{a} → {b}" for a, b in zip(maps["tgt_in"], maps["tgt_out"], strict=True)]
-    keys = maps["tgt_in"] if kind == "decoder" else maps["src_tokens"]
-    return list(keys), queries
-
-
-def attention_explorer_figure(maps, kind="cross", layer=0, head=0):
-    """One map of one sentence from the dict of notebook 11: ``kind`` ("encoder", "decoder" or
-    "cross"), ``layer``, and ``head`` (an index, or "mean" for the average over the heads).
-    The decoder's future (above the diagonal, hidden by the causal mask) is grey.
-
-    ``maps`` holds ``src_tokens``, ``tgt_in``, ``tgt_out`` (token labels), ``french`` and one
-    ``(num_layers, num_heads, Lq, Lk)`` array per kind.
-    """
-    x_labels, y_labels = _attention_map_labels(maps, kind)
+    x_labels = list(maps["tgt_in"] if kind == "decoder" else maps["src_tokens"])
+    y_labels = list(maps["src_tokens"])
+    if kind != "encoder":  # "input -> predicted word": the row fed "voiture" predicts "rouge"
+        y_labels = [f"{a} → {b}" for a, b in zip(maps["tgt_in"], maps["tgt_out"], strict=True)]
     w = as_array(maps[kind], f"maps[{kind!r}]", ndim=4)
     num_layers, num_heads = w.shape[:2]
     if not 0 <= layer < num_layers:
@@ -57,9 +42,8 @@ def attention_explorer_figure(maps, kind="cross", layer=0, head=0):
 
 
 def alignment_accuracy_figure(accuracy, titles, chance=None):
-    """Per layer (rows) and head (columns) accuracies in [0, 1], one panel per entry of
-    ``accuracy`` (``(panels, num_layers, num_heads)``), printed as percentages; ``chance``
-    (a number in [0, 1]) is quoted in the title of the figure."""
+    """Accuracies in [0, 1] per layer (rows) and head (columns), one panel per entry of
+    ``accuracy`` ``(panels, num_layers, num_heads)``; ``chance`` is quoted in the title."""
     acc = as_array(accuracy, "accuracy", ndim=3)
     panels, num_layers, num_heads = acc.shape
     if len(titles) != panels:

@@ -1,6 +1,5 @@
-"""Decoder-only: the two architectures side by side, the training curves, the GPT's attention
-while it translates, the next-token distribution after the sampling filters, rotary positions
-in the plane of one pair of features, and the modern block's ablation (notebook 12)."""
+"""Decoder-only (notebook 12): the two architectures, the training curves, the GPT's attention
+while it translates, the sampling filters, rotary positions and the modern block's ablation."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -10,7 +9,6 @@ from .maps import attention_heatmap
 from .style import (
     BLOCK_COLOURS,
     BLOCKED,
-    EDGE,
     FAINT,
     FRAME,
     HIGHLIGHT,
@@ -18,19 +16,14 @@ from .style import (
     MAY_ATTEND,
     MUTED,
     as_array,
+    box,
     log_loss_axis,
 )
 
 
-def _box(ax, x, y, text, colour, width=2.6, height=0.55):
-    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, facecolor=colour,
-                                edgecolor=EDGE, boxstyle="round,pad=0.04,rounding_size=0.12"))
-    ax.text(x, y, text, ha="center", va="center", fontsize=9, color=INK)
-
-
 def _stack(ax, x, y0, boxes, repeat, label, side=-1):
-    """Boxes from bottom to top; the ones named in ``repeat`` framed, "N x" on the left
-    (``side=-1``) or the right (``side=1``) of the frame."""
+    """``boxes`` (text, kind) from bottom to top, the ones named in ``repeat`` framed with "N ×"
+    on the left (``side=-1``) or the right (``side=1``); returns their centres."""
     ys = [y0 + 0.8 * i for i in range(len(boxes))]
     inside = [y for (text, _), y in zip(boxes, ys, strict=True) if text in repeat]
     if inside:
@@ -40,7 +33,7 @@ def _stack(ax, x, y0, boxes, repeat, label, side=-1):
         ax.text(x + side * 1.65, (min(inside) + max(inside)) / 2, "N ×", va="center",
                 ha="right" if side < 0 else "left", fontsize=9, color=MUTED)
     for (text, kind), y in zip(boxes, ys, strict=True):
-        _box(ax, x, y, text, BLOCK_COLOURS[kind])
+        box(ax, x, y, 2.6, 0.55, text, BLOCK_COLOURS[kind], "round,pad=0.04,rounding_size=0.12")
     for a, b in zip(ys, ys[1:], strict=False):
         ax.annotate("", (x, b - 0.3), (x, a + 0.3), arrowprops={"arrowstyle": "->", "color": INK})
     ax.text(x, y0 - 0.65, label, ha="center", va="top", fontsize=9, color=INK)
@@ -48,8 +41,8 @@ def _stack(ax, x, y0, boxes, repeat, label, side=-1):
 
 
 def decoder_only_figure():
-    """Left: the encoder-decoder of notebooks 05-08. Right: the decoder-only model of notebook
-    12, the same blocks without the encoder and without cross-attention."""
+    """The encoder-decoder of notebooks 05-08 (left) and the decoder-only model of notebook 12
+    (right): the same blocks without the encoder and without cross-attention."""
     fig, ax = plt.subplots(figsize=(10, 4.6), layout="constrained")
     encoder = [("embedding + positions", "embedding"), ("self-attention", "attention"),
                ("feed-forward", "feed-forward")]
@@ -76,9 +69,8 @@ def decoder_only_figure():
 
 
 def next_token_figure(probs, kept, labels, title=None, top=12, samples=()):
-    """The ``top`` most likely next tokens: ``probs`` ``(V,)`` before the filters (grey) and
-    ``kept`` ``(V,)`` the distribution the sample is drawn from after them (blue); below, the
-    texts in ``samples`` (e.g. whole continuations sampled with the same settings)."""
+    """The ``top`` most likely next tokens: ``probs`` ``(V,)`` before the filters (grey), ``kept``
+    ``(V,)`` after them (blue, sampled from); below, the texts of ``samples``."""
     probs, kept = as_array(probs, "probs", ndim=1), as_array(kept, "kept", ndim=1)
     order = np.argsort(-probs, kind="stable")[:top]  # the model's most likely tokens
     fig = plt.figure(figsize=(8, 3.2 + 0.25 * len(samples)), layout="constrained")
@@ -98,9 +90,8 @@ def next_token_figure(probs, kept, labels, title=None, top=12, samples=()):
 
 
 def ablation_figure(rows, title=None):
-    """One row per variant: the exact match of each seed (dots) and their mean (bar), and the
-    final training loss of each seed (dots) and their mean (a tick). ``rows``: dicts with
-    variant, seed, exact_match and final_loss."""
+    """One row per variant: the exact match (dots: seeds, bar: mean) and the final training loss
+    (dots: seeds, tick: mean); ``rows`` are dicts of variant, seed, exact_match and final_loss."""
     variants = list(dict.fromkeys(r["variant"] for r in rows))
     fig, axes = plt.subplots(1, 2, figsize=(10, 0.45 * len(variants) + 1.4), sharey=True,
                              layout="constrained")
@@ -123,22 +114,22 @@ def ablation_figure(rows, title=None):
 
 
 def gpt_training_figure(curves, window=20, title=None):
-    """Training loss per step of several runs (``curves``: label -> losses), each drawn as its
-    moving average over ``window`` steps, log scale."""
+    """Training losses per step (label -> losses), each as its moving average over ``window``
+    steps, log scale."""
     fig, ax = plt.subplots(figsize=(7.5, 3.4), layout="constrained")
-    smooth = {}
-    for label, losses in curves.items():
+    first_length = len(next(iter(curves.values())))
+    for (label, losses), style in zip(curves.items(), ("-", "--", ":"), strict=False):
         losses = as_array(losses, label, ndim=1)
         w = max(1, min(window, losses.size))
-        smooth[f"{label} (mean of {w} steps)"] = np.convolve(losses, np.ones(w) / w, "valid")
-    for (label, values), style in zip(smooth.items(), ("-", "--", ":"), strict=False):
-        first = len(next(iter(curves.values()))) - len(values) + 1  # the window's last step
-        ax.plot(np.arange(first, first + len(values)), values, style, lw=1.8, label=label)
+        values = np.convolve(losses, np.ones(w) / w, "valid")
+        first = first_length - len(values) + 1  # the window's last step
+        ax.plot(np.arange(first, first + len(values)), values, style, lw=1.8,
+                label=f"{label} (mean of {w} steps)")
     log_loss_axis(ax, (1, 1.25, 1.5, 2, 3, 4, 6, 8), title)
     return fig
 
 
-def _arrow(ax, angle, colour, label=None, width=0.012, length=1.0, style="-"):
+def _arrow(ax, angle, colour, label=None, length=1.0, style="-"):
     x, y = length * np.cos(angle), length * np.sin(angle)
     ax.annotate("", (x, y), (0, 0), arrowprops={"arrowstyle": "-|>", "color": colour, "lw": 1.8,
                                                 "linestyle": style, "shrinkA": 0, "shrinkB": 0})
@@ -156,10 +147,9 @@ def _arc(ax, start, stop, radius, colour, label):
 
 
 def rope_figure(theta=0.35, positions=6, pairs=((2, 0), (8, 6)), q_angle=0.3, k_angle=-0.5):
-    """Rotary positions in the plane of one pair of features ``(x_2i, x_2i+1)``. Left: the
-    same vector at positions 0 ... ``positions - 1``, turned by ``p * theta``. Right: a query at
-    position p and a key at position r for each ``(p, r)`` of ``pairs`` (the same offset): the
-    angle between them, which sets their dot product, is the same for every pair."""
+    """Rotary positions in the plane of one pair of features. Left: one vector at positions 0 ...
+    ``positions - 1``, turned by ``p * theta``. Right: a query at p and a key at r for each (p, r)
+    of ``pairs`` (one offset): the same angle between them, so the same dot product."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 5.0), layout="constrained")
     left, right = axes
     colours = plt.get_cmap("viridis")(np.linspace(0.05, 0.85, positions))
@@ -172,8 +162,7 @@ def rope_figure(theta=0.35, positions=6, pairs=((2, 0), (8, 6)), q_angle=0.3, k_
         q, k = q_angle + p * theta, k_angle + r * theta
         _arrow(right, q, colour, f"query, p = {p}")
         _arrow(right, k, colour, f"key, r = {r}", style="--")
-        _arc(right, k, q, 0.45 if colour == MAY_ATTEND else 0.7, colour,
-             f"{q - k:.2f} rad")
+        _arc(right, k, q, 0.45 if colour == MAY_ATTEND else 0.7, colour, f"{q - k:.2f} rad")
     offset = pairs[0][0] - pairs[0][1]
     right.set_title(f"query and key {offset} positions apart, twice:\nthe same angle between "
                     "them, so the same score", fontsize=10)
@@ -187,11 +176,9 @@ def rope_figure(theta=0.35, positions=6, pairs=((2, 0), (8, 6)), q_angle=0.3, k_
 
 
 def gpt_attention_figure(weights, tokens, sep, title=None):
-    """One attention map ``(L, L)`` of the GPT on ``tokens`` (``<bos> English <sep> French``),
-    the causal upper triangle grey. The rows that predict the French (from ``sep``, the position
-    of ``<sep>``) over the English columns, framed in orange, do what cross-attention did. Those
-    rows read ``input → the token it predicts`` (the last predicts ``<eos>``), as in notebook 11;
-    the prompt's rows, whose predictions the loss ignores, show their input alone."""
+    """One GPT attention map ``(L, L)`` over ``tokens`` (``<bos> English <sep> French``), the
+    causal future grey. The rows from ``sep`` (the position of ``<sep>``) on predict the French
+    (read ``input → predicted``); their English columns, framed in orange, do cross-attention."""
     weights = as_array(weights, "weights", ndim=2)
     L = weights.shape[0]
     if weights.shape != (L, L) or len(tokens) != L:

@@ -1,11 +1,10 @@
-"""Scaling up: which rank trains on which pairs, the loss of W processes, and two diagrams: a
-step of data parallelism with its all-reduce, and FSDP's all-gather and reduce-scatter
-(notebook 13)."""
+"""Scaling up (notebook 13): which rank trains on which pairs, the loss of W processes, a step of
+data parallelism with its all-reduce, and FSDP's all-gather and reduce-scatter."""
 
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.colors import ListedColormap
-from matplotlib.patches import FancyBboxPatch, Rectangle
+from matplotlib.patches import Rectangle
 
 from .style import (
     BLOCKED,
@@ -16,6 +15,7 @@ from .style import (
     MUTED,
     RANK_COLOURS,
     as_array,
+    box,
     cell_lines,
     legend_patches,
     loss_curves_figure,
@@ -23,12 +23,9 @@ from .style import (
 
 
 def sharding_figure(shares):
-    """Which item of the dataset each rank trains on, step by step.
-
-    ``shares`` ``(W, steps, b)``: rank r's dataset indices at each step. Row s is step s's global
-    batch in the order of the shared permutation; ``DistributedSampler`` deals item j to rank
-    ``j mod W``, so rank r's k-th item is in column ``r + W k``, in rank r's colour.
-    """
+    """Which dataset item each rank trains on: ``shares`` ``(W, steps, b)`` holds rank r's indices
+    at each step. Row s is step s's global batch in the order of the shared permutation, which
+    ``DistributedSampler`` deals out: item j to rank ``j mod W``, in rank r's colour."""
     shares = as_array(shares, "shares", ndim=3, dtype=int,
                       hint=" (ranks, steps, items per rank)")
     W, steps, b = shares.shape
@@ -57,46 +54,38 @@ def sharding_figure(shares):
 
 
 def distributed_loss_figure(curves, title=None):
-    """Training loss per step, one line per run: ``curves`` label -> losses. The first run is
-    drawn solid, the others dashed and dotted, so runs that coincide stay visible."""
+    """Training loss per step, one line per run (label -> losses): solid, dashed, dotted, so
+    runs that coincide stay visible."""
     return loss_curves_figure(curves, "training loss", (7, 3.4), title, 11,
                               styles=("-", "--", ":"), log=False)
 
 
-def _box(ax, x, y, text, colour, width, height=0.55, fontsize=9):
-    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
-                                facecolor=colour, edgecolor=EDGE,
-                                boxstyle="round,pad=0.03,rounding_size=0.1"))
-    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=INK)
-
-
 def data_parallel_figure():
-    """One step of data parallelism with two ranks: each holds the whole model, runs its own
-    half of the batch, and the all-reduce gives both the average gradient, so both take the
-    same step."""
+    """One step of data parallelism with two ranks: each holds the whole model and runs half of
+    the batch; the all-reduce gives both the average gradient, so both take the same step."""
     fig, ax = plt.subplots(figsize=(9, 5.2), layout="constrained")
-    xs, width = (2.0, 6.0), 3.3
     rows = [(4.6, "pairs 0, 2, 4, ... of the batch", "pairs 1, 3, 5, ... of the batch"),
             (3.6, "the whole model (weights θ)", "the whole model (the same θ)"),
             (2.6, "forward + backward: gradient g₀", "forward + backward: gradient g₁"),
             (0.6, "clip, Adam: θ ← the same update", "clip, Adam: θ ← the same update")]
-    for r, x in enumerate(xs):
+    style = "round,pad=0.03,rounding_size=0.1"
+    for r, x in enumerate((2.0, 6.0)):
         ax.text(x, 5.35, f"rank {r} (process {r})", ha="center", fontsize=11, color=INK)
         for y, *texts in rows:
-            _box(ax, x, y, texts[r], RANK_COLOURS[r], width)
+            box(ax, x, y, 3.3, 0.55, texts[r], RANK_COLOURS[r], style)
         for top, bottom in ((4.3, 3.9), (3.3, 2.9), (2.3, 1.9), (1.3, 0.9)):  # between the boxes
             ax.annotate("", (x, bottom), (x, top), arrowprops={"arrowstyle": "->", "color": INK})
-    _box(ax, 4.0, 1.6, "all-reduce during backward: every rank gets (g₀ + g₁) / 2",
-         COLLECTIVE, 7.3, height=0.6, fontsize=10)
+    box(ax, 4.0, 1.6, 7.3, 0.6, "all-reduce during backward: every rank gets (g₀ + g₁) / 2",
+        COLLECTIVE, style, fontsize=10)
     ax.set(xlim=(0, 8), ylim=(0.1, 5.7))
     ax.axis("off")
     return fig
 
 
 def fsdp_figure():
-    """One layer under FSDP with two ranks: each keeps half of the weights; an all-gather
-    gives both the whole layer for its forward and backward, then a reduce-scatter leaves each
-    rank the average gradient of its own half, which it alone updates."""
+    """One layer under FSDP with two ranks, each keeping half of the weights: an all-gather
+    gives both the whole layer for forward and backward, then a reduce-scatter leaves each rank
+    the average gradient of its own half, which it alone updates."""
     stages = [("held: each rank its half", ("W₀", None), (None, "W₁")),
               ("all-gather: the whole layer", ("W₀", "W₁"), ("W₀", "W₁")),
               ("backward: gradients of it all", ("g₀⁰", "g₁⁰"), ("g₀¹", "g₁¹")),

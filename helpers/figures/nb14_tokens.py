@@ -10,8 +10,8 @@ PER_LINE = 12  # pieces per line before the sentence wraps
 
 
 def pieces_figure(pieces, title=None):
-    """One box per piece, left to right, wrapped every :data:`PER_LINE` pieces; the pieces of a
-    word share its line, and the end-of-word marker ``</w>`` is drawn as a thin bar."""
+    """One box per piece, :data:`PER_LINE` to a line, the end-of-word marker ``</w>`` drawn as a
+    thin bar."""
     pieces = [str(p) for p in pieces]
     if not pieces:
         raise ValueError("pieces_figure needs at least one piece")
@@ -34,20 +34,15 @@ def pieces_figure(pieces, title=None):
 
 
 def merges_figure(pieces, num_merges: int, vocab_size: int, words: int):
-    """The slider's view: a sentence's pieces after ``num_merges`` merges, with the vocabulary
-    size and the sequence length (against the sentence's ``words``)."""
+    """The slider's view: a sentence's ``words`` in pieces after ``num_merges`` merges."""
     title = (f"{num_merges} merges: vocabulary {vocab_size} tokens, this sentence "
              f"{len(pieces)} tokens for {words} words (a bar = end of a word)")
     return pieces_figure(pieces, title)
 
 
 def vocab_tradeoff_figure(curves, words_point=None, chars_point=None):
-    """Tokens per sentence against vocabulary size, one line per tokenizer.
-
-    ``curves``: ``{name: [(vocab size, tokens per sentence), ...]}``; ``words_point`` and
-    ``chars_point``: ``(vocab size, tokens per sentence)`` of whole words and of characters,
-    drawn as single marked points.
-    """
+    """Tokens per sentence against vocabulary size: ``curves`` maps a tokenizer to ``(vocab size,
+    tokens per sentence)`` points; ``words_point`` and ``chars_point`` are single points."""
     fig, ax = plt.subplots(figsize=(7.5, 4.2))
     colours = (MAY_ATTEND, CONTRAST[0], LEVELS[1], LEVELS[2], LEVELS[0])
     if len(curves) > len(colours):

@@ -1,6 +1,5 @@
 """What a production translator changes in the paper's model (notebook 15): the two layouts of
-the sinusoidal table side by side, and the feed-forward activations (ReLU against swish).
-"""
+the sinusoidal table, and the feed-forward activations (ReLU against swish)."""
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -13,9 +12,8 @@ SIN_COS = ("tab:orange", "tab:purple")  # the colours of notebook 02: sine colum
 
 
 def positional_layouts_figure(interleaved, halves):
-    """Two ``(positions, d_model)`` tables side by side on one colour scale: the paper's layout
-    (``interleaved``) and Marian's (``halves``). Under each, a strip says which columns hold a
-    sine and which a cosine (the even columns; the first half)."""
+    """Two ``(positions, d_model)`` tables on one colour scale, the paper's (``interleaved``) and
+    Marian's (``halves``), each above a strip showing its sine and cosine columns."""
     tables = [as_array(interleaved, "interleaved", ndim=2), as_array(halves, "halves", ndim=2)]
     if tables[0].shape != tables[1].shape:
         raise ValueError(f"the two tables must have the same shape, got {tables[0].shape} and "
@@ -31,8 +29,7 @@ def positional_layouts_figure(interleaved, halves):
                                        interpolation="nearest")
         axes[0, column].set_title(title, fontsize=10)
         axes[0, column].set_ylabel("position" if column == 0 else "")
-        strip = np.where(sines, 0, 1)[None, :]
-        axes[1, column].imshow(strip, cmap=ListedColormap(SIN_COS),
+        axes[1, column].imshow(np.where(sines, 0, 1)[None, :], cmap=ListedColormap(SIN_COS),
                                vmin=0, vmax=1, aspect="auto", interpolation="nearest")
         axes[1, column].set_yticks([])
         axes[1, column].set_xlabel("dimension (column of the table)")

@@ -1,8 +1,7 @@
-"""The course's look, in one place: the palette, one array converter, one heatmap, one boolean
-grid and the loss-curve helpers. Every figure module draws with these.
-
-Colours keep their meaning across notebooks: attention weights are blue (0 white, 1 dark blue), a
-blocked (masked) cell is always the same light grey, and orange marks what a figure points at.
+"""The course's look in one place: the palette, one array converter, one heatmap, one boolean
+grid, the loss curves and the boxes of diagrams. Colours keep their meaning across notebooks:
+weights are blue, a blocked (masked) cell is always the same light grey, orange is what a figure
+points at.
 """
 
 import math
@@ -11,7 +10,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib import ticker
 from matplotlib.colors import ListedColormap
-from matplotlib.patches import Patch
+from matplotlib.patches import FancyBboxPatch, Patch
 
 # ---- the palette
 WEIGHTS_CMAP = "Blues"  # sequential: attention weights and probabilities live in [0, 1]
@@ -31,34 +30,21 @@ CONTRAST = ("#d62728", "#1f77b4")  # two things compared: (without, with) a fix
 LEVELS = ("#c05621", "#2f855a", "#6b46c1")  # reference lines drawn across a plot
 MASK_COLOURS = {"blocked": BLOCKED, "may attend": MAY_ATTEND}
 TOKEN_COLOURS = {"<pad>": BLOCKED, "<bos>": "#c4e6c1", "<eos>": "#f9c89b", "<unk>": "#f4a6a6"}
-BLOCK_COLOURS = {  # one colour per kind of block in the architecture figure
-    "attention": "#f9c89b",
-    "add & norm": "#f7ec9c",
-    "feed-forward": "#a9d1f0",
-    "embedding": "#f5bfd0",
-    "positional encoding": "#c4e6c1",
-    "output layer": "#d5c6ee",
-}
+BLOCK_COLOURS = {"attention": "#f9c89b", "add & norm": "#f7ec9c", "feed-forward": "#a9d1f0",
+                 "embedding": "#f5bfd0", "positional encoding": "#c4e6c1",
+                 "output layer": "#d5c6ee"}  # the kinds of block of the architecture figure
 NORM_COLOURS = {"post-norm": "#dd8452", "pre-norm": "#4c72b0",
                 "without residual": "#c44e52", "with residual": "#55a868"}
-BEAM_COLOURS = {  # status -> (face colour, edge colour, alpha)
-    "kept": ("#cfe3f7", "#3b75af", 1.0),
-    "finished": ("#c9ebc4", "#2e8b3a", 1.0),
-    "pruned": ("#f2f2f2", "#9a9a9a", 0.35),
-}
+BEAM_COLOURS = {"kept": ("#cfe3f7", "#3b75af", 1.0), "finished": ("#c9ebc4", "#2e8b3a", 1.0),
+                "pruned": ("#f2f2f2", "#9a9a9a", 0.35)}  # status -> (face, edge colour, alpha)
 RANK_COLOURS = ("#a9d1f0", "#f9c89b", "#c4e6c1", "#d5c6ee")  # processes of a distributed run
 COLLECTIVE = "#f7ec9c"  # an operation of all the processes together (an all-reduce)
 MAX_TICKS = 20  # an axis with more entries than this shows every k-th tick label only
 
 
-# ---- one converter
 def as_array(values, name: str = "values", ndim=None, dtype=float, hint: str = "") -> np.ndarray:
-    """A tensor (detached, on the CPU) or array-like as a NumPy array of ``dtype``.
-
-    With ``ndim=2``, leading axes of size 1 are dropped and a 1-D input becomes one row, so a
-    ``(1, 1, Lq, Lk)`` mask or a ``(1, Lq, Lk)`` weight map can be drawn directly. Any other
-    number of axes than ``ndim`` is a ``ValueError`` naming ``name`` and the shape (plus ``hint``).
-    """
+    """A tensor or array-like as a NumPy array. With ``ndim``, leading axes of size 1 are dropped
+    (and 1-D becomes one row for ``ndim=2``); any other number of axes is a ``ValueError``."""
     if hasattr(values, "detach"):
         values = values.detach().cpu().numpy()
     array = np.asarray(values, dtype=dtype)
@@ -72,21 +58,15 @@ def as_array(values, name: str = "values", ndim=None, dtype=float, hint: str = "
     return array
 
 
-# ---- axes and ticks
-def tick_step(n: int) -> int:
-    """The smallest of 1, 2, 5, 10, 20, 50, ... that leaves at most MAX_TICKS ticks on n entries."""
+def set_ticks(ax, axis: str, n: int, labels=None) -> None:
+    """Tick every entry of a short axis, every k-th one (k = 1, 2, 5, 10, 20, ...) of a long one."""
+    if labels is not None and len(labels) != n:
+        raise ValueError(f"{len(labels)} {axis} labels given for an axis of {n} entries")
     step, k = 1, 0
     while math.ceil(n / step) > MAX_TICKS:
         k += 1
         step = (1, 2, 5)[k % 3] * 10 ** (k // 3)
-    return step
-
-
-def set_ticks(ax, axis: str, n: int, labels=None) -> None:
-    """Tick every entry of a short axis, every k-th one of a long axis (at most ~MAX_TICKS)."""
-    if labels is not None and len(labels) != n:
-        raise ValueError(f"{len(labels)} {axis} labels given for an axis of {n} entries")
-    positions = list(range(0, n, tick_step(n)))
+    positions = list(range(0, n, step))
     texts = [str(labels[i]) if labels is not None else str(i) for i in positions]
     if axis == "x":
         rotate = labels is not None and any(len(t) > 4 for t in texts)  # long words
@@ -103,29 +83,32 @@ def new_axes(rows: int, cols: int, extra_width: float = 0.0):
     return plt.subplots(figsize=(width, height), layout="constrained")
 
 
-def cell_lines(ax, rows: int, cols: int, width: float = 1.5) -> None:
+def cell_lines(ax, rows: int, cols: int) -> None:
     """Thin white lines between the cells of a grid drawn with ``imshow``."""
     ax.set_xticks(np.arange(cols + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(rows + 1) - 0.5, minor=True)
-    ax.grid(which="minor", color="white", linewidth=width)
+    ax.grid(which="minor", color="white", linewidth=1.5)
     ax.tick_params(which="minor", length=0)
 
 
-def legend_patches(colours: dict, edge="grey") -> list:
+def legend_patches(colours: dict) -> list:
     """Legend handles for ``{label: colour}``, in reverse order (the "on" colour first)."""
-    return [Patch(facecolor=colour, edgecolor=edge, label=label)
+    return [Patch(facecolor=colour, edgecolor="grey", label=label)
             for label, colour in colours.items()][::-1]
 
 
-# ---- one heatmap, one boolean grid, the loss curves
+def box(ax, x, y, width, height, text, colour, style, fontsize=9, text_colour=INK, edge=EDGE,
+        **patch):
+    """A block of a diagram: a rounded box of ``style`` centred at (x, y), ``text`` inside."""
+    ax.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height, boxstyle=style,
+                                facecolor=colour, edgecolor=edge, **patch))
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize, color=text_colour)
+
+
 def heatmap(ax, values, x_labels=None, y_labels=None, *, vmin=0.0, vmax=1.0,
             cmap=WEIGHTS_CMAP, blocked=None, annotate=False, hide_below=None, fontsize=8):
-    """``values`` ``(rows, columns)`` as an image on ``ax``; returns the image (for a colour bar).
-
-    Cells where ``blocked`` is True are drawn in ``BLOCKED`` grey whatever their value. With
-    ``annotate``, every other cell shows its value (``hide_below``: leave out smaller ones),
-    white on dark cells.
-    """
+    """``values`` ``(rows, columns)`` as an image on ``ax``, cells where ``blocked`` is True grey;
+    ``annotate`` writes the values (not those below ``hide_below``). Returns the image."""
     values = as_array(values, "values", ndim=2)
     rows, cols = values.shape
     hidden = np.zeros(values.shape, bool) if blocked is None else np.broadcast_to(
@@ -144,14 +127,12 @@ def heatmap(ax, values, x_labels=None, y_labels=None, *, vmin=0.0, vmax=1.0,
 
 
 def bool_grid(ax, grid, row_labels=None, column_labels=None, title=None, numbers=True):
-    """A boolean grid (True = may attend) in ``MASK_COLOURS``, with thin white lines between the
-    cells while they are big enough to see; ``numbers`` writes 1 or 0 in each cell of a small grid.
-    """
+    """A boolean grid (True = may attend) in ``MASK_COLOURS``, white lines between big enough
+    cells; ``numbers`` writes 1 or 0 in each cell of a small grid."""
     grid = as_array(grid, "mask", ndim=2, dtype=bool)
     rows, columns = grid.shape
-    cmap = ListedColormap([BLOCKED, MAY_ATTEND])
-    ax.imshow(grid.astype(int), cmap=cmap, vmin=0, vmax=1, interpolation="nearest",
-              aspect="equal" if max(rows, columns) <= 40 else "auto")
+    ax.imshow(grid.astype(int), cmap=ListedColormap([BLOCKED, MAY_ATTEND]), vmin=0, vmax=1,
+              interpolation="nearest", aspect="equal" if max(rows, columns) <= 40 else "auto")
     if numbers and rows * columns <= 400:
         size = 11 if max(rows, columns) <= 8 else 8
         for (i, j), allowed in np.ndenumerate(grid):
@@ -162,17 +143,13 @@ def bool_grid(ax, grid, row_labels=None, column_labels=None, title=None, numbers
     if max(rows, columns) <= 30:
         cell_lines(ax, rows, columns)
     ax.set_title(title, fontsize=10)
-    return grid
 
 
 def loss_curves_figure(curves, ylabel, figsize, title=None, title_size="large", colours=None,
                        styles=("-",), log=True, layout="constrained"):
-    """One line per entry of ``curves`` (label -> losses from step 1), log scale by default.
-
-    Losses of several runs, ``(runs, steps)``, are drawn as their median with a shaded band from
-    the lowest to the highest run. ``colours`` maps a label, or the start of one, to its colour;
-    ``styles`` are used in turn. ``layout=None``: ``tight_layout`` instead of constrained.
-    """
+    """One line per entry of ``curves`` (label -> losses from step 1); several runs ``(runs,
+    steps)`` are drawn as their median in a band from the lowest to the highest. ``colours``
+    maps the start of a label to its colour; ``layout=None`` means ``tight_layout``."""
     fig, ax = plt.subplots(figsize=figsize, layout=layout)
     for i, (label, losses) in enumerate(curves.items()):
         losses = np.asarray(losses, dtype=float)

@@ -1,19 +1,5 @@
-"""The course's toy task: translating a small grammar's English into French. Notebook 09 on.
-
-The Transformer in :mod:`helpers` knows nothing of it; this package is what it learns:
-
-================  ============================================================
-module            what it holds
-================  ============================================================
-``lexicon``       the words and the grammar (agreement, word order, negation)
-``corpus``        :func:`make_corpus`: the train, valid and test splits
-``evaluation``    :func:`translate` strings, :func:`exact_match`, :func:`bleu`
-``translator``    :func:`train_translator`, :func:`load_translator`: the
-                  shipped models in ``assets/``, and the arguments they used
-``names``         notebook 14: the corpus with names, its three translators
-                  (``assets/nb14_*.pt``)
-================  ============================================================
-"""
+"""The course's toy task from notebook 09 on: translating a small grammar's English into French
+(``lexicon``: the grammar, ``corpus``: the splits, ``evaluation``, ``translator``, ``names``)."""
 
 from .corpus import Corpus, choose_held_out_pairs, lookahead_split, make_corpus
 from .evaluation import bleu, evaluate, exact_match, translate

@@ -1,10 +1,5 @@
-"""The corpus: three splits of sentence pairs sampled from the grammar of :mod:`.lexicon`.
-
-The test split checks **compositional generalisation**: two (noun, adjective) combinations per
-noun, such as "red cow" with the default seed, never appear in the training or validation
-sentences, only in the test sentences ("we touch these red cows" -> "nous touchons ces vaches
-rouges"), while every word and every word form does appear in training.
-"""
+"""The corpus: three splits of pairs sampled from :mod:`.lexicon`'s grammar; the test split alone
+has two (noun, adjective) combinations per noun ("red cow"): compositional generalisation."""
 
 import random
 from dataclasses import dataclass
@@ -30,11 +25,7 @@ def choose_held_out_pairs(rng: random.Random, per_noun: int = 2) -> list:
 
 @dataclass
 class Corpus:
-    """The three splits as lists of ``(english, french)`` strings, and the vocabularies.
-
-    ``valid`` holds new sentences built like the training ones; ``test`` holds sentences that
-    each use at least one ``held_out_pairs`` combination, never seen in training.
-    """
+    """The splits as ``(english, french)`` lists (a ``test`` pair has a held-out combination)."""
 
     train: list
     valid: list
@@ -52,11 +43,9 @@ def _sample_split(rng, size, keep, seen, negation=0.0) -> list:
     pairs = []
     while len(pairs) < size:
         sentence = random_sentence(rng, negation)
-        if keep(sentence):
-            pair = render(sentence)
-            if pair not in seen:
-                seen.add(pair)
-                pairs.append(pair)
+        if keep(sentence) and (pair := render(sentence)) not in seen:
+            seen.add(pair)
+            pairs.append(pair)
     return pairs
 
 
@@ -75,14 +64,11 @@ def make_corpus(seed: int = 0, num_train: int = 20000, num_valid: int = 500,
     train = _sample_split(rng, num_train, lambda s: not is_held_out(s), seen, negation)
     valid = _sample_split(rng, num_valid, lambda s: not is_held_out(s), seen, negation)
     test = _sample_split(rng, num_test, is_held_out, seen, negation)
-    src_vocab = Vocab.build(en for en, _ in train)
-    tgt_vocab = Vocab.build(fr for _, fr in train)
-    return Corpus(train, valid, test, held_out, src_vocab, tgt_vocab)
+    return Corpus(train, valid, test, held_out, Vocab.build(en for en, _ in train),
+                  Vocab.build(fr for _, fr in train))
 
 
 def lookahead_split(corpus: Corpus, size: int = 600, seed: int = 0) -> list:
-    """``size`` negated sentence pairs, none of them in ``corpus.train``, whose French object
-    the decoder must start before it knows the noun's gender (:func:`~helpers.translation.lexicon.
-    gender_comes_later`): "pas de grand panier". Notebook 10's harder test, for a model trained
-    on ``make_corpus(negation=...)``."""
+    """Notebook 10's harder test: ``size`` negated pairs, none in ``corpus.train``, whose French
+    object starts before the noun shows its gender ("pas de grand panier")."""
     return _sample_split(random.Random(seed), size, gender_comes_later, set(corpus.train), 1.0)

@@ -1,10 +1,4 @@
-"""Translating strings with a trained model, and scoring the translations. Used from notebook 09.
-
-* :func:`translate`: English strings -> French strings by greedy decoding, with a warning (or,
-  ``strict``, an error) for what the model cannot translate well;
-* :func:`exact_match` and :func:`bleu`: the two scores the course reports;
-* :func:`evaluate`: both scores of a model on a list of (english, french) pairs.
-"""
+"""Translating strings with a trained model, and scoring the translations (from notebook 09)."""
 
 import warnings
 from typing import Optional
@@ -20,20 +14,9 @@ from .lexicon import LONGEST_SENTENCE
 def translate(model: Transformer, sentences: list, src_vocab: Vocab, tgt_vocab: Vocab,
               max_len: Optional[int] = None, batch_size: int = 250, device=None,
               strict: bool = False) -> list:
-    """Greedy translations of English strings, decoded by batches with a source padding mask.
-
-    Each sentence is first normalised with :meth:`Vocab.normalize <helpers.data.Vocab.normalize>`
-    ("The cat eats a cake." is translated as "the cat eats a cake").
-
-    What the model cannot translate well gets a ``UserWarning`` (a ``ValueError`` with
-    ``strict=True``) instead of a fluent wrong answer: words the vocabulary lacks (they become
-    ``<unk>``; the warning names them), sentences longer than any in the course's corpus
-    (``LONGEST_SENTENCE`` words: the model has never seen one, and tends to stop early), and
-    translations cut at ``max_len`` tokens before ``<eos>``. A sentence longer than the
-    model's positional encoding is a ``ValueError`` either way.
-
-    ``max_len`` caps the generated tokens (default: the longest source length + 10).
-    """
+    """Greedy translations of English strings (normalised first), decoded by batches, with a
+    ``UserWarning`` (``ValueError`` if ``strict``) for unknown words, sentences over
+    ``LONGEST_SENTENCE`` words and translations cut at ``max_len`` tokens (default: source + 10)."""
     if isinstance(sentences, str):
         raise ValueError("translate expects a list of sentences, got one string; wrap it: [s]")
     if max_len is not None:
@@ -86,11 +69,8 @@ def exact_match(hypotheses: list, references: list) -> float:
 
 
 def bleu(hypotheses: list, references: list) -> float:
-    """Corpus BLEU (0-100) of detokenised strings, one reference each, computed by sacrebleu.
-
-    sacrebleu is imported here, not at the top of the module: only BLEU needs it, and Colab does
-    not ship it (the first call installs it there), so every other notebook runs without it.
-    """
+    """Corpus BLEU (0-100) of detokenised strings, one reference each, computed by sacrebleu
+    (imported here: Colab lacks it, and the first call installs it there)."""
     from ..course import install_on_colab
 
     _check_pairs(hypotheses, references)

@@ -1,39 +1,13 @@
-"""The words and the grammar of the course's English -> French corpus (notebook 09).
-
-Nothing can be downloaded, so the course writes its own parallel corpus from a small grammar;
-:mod:`.corpus` samples the splits from it, and :mod:`helpers.data` turns them into vocabularies
-and batches. It is small enough to train on a laptop CPU in a minute or two, yet it holds the
-things a translation model has to learn, and that show up in its attention maps (notebook 11):
-
-* **word order**: most French adjectives follow the noun ("the red car" -> "la voiture rouge"),
-  a few precede it ("a big dog" -> "un grand chien"), so "the big red car" -> "la grande voiture
-  rouge" moves one adjective and keeps the other;
-* **agreement**: articles and adjectives take the noun's gender and number (le/la/les,
-  un/une/des, ce/cette/ces, mon/ma/mes; rouge/rouges, petit/petite/petits/petites), also across
-  the verb ("the cars are small" -> "les voitures sont petites");
-* **conjugation**: the present tense of regular -er verbs by person (je regarde, tu regardes,
-  il regarde, nous regardons, vous regardez, ils regardent), of avoir and être;
-* and a few smaller rules: "je" -> "j'" before a vowel (j'aime, j'ai), "nous mangeons",
-  "des" -> "de" before an adjective ("some big dogs" -> "de grands chiens"), irregular forms
-  (chevaux, vieille, belles, heureuses), and two English words for one French word
-  ("listen to" -> "écouter", "you all" -> "vous").
-
-Each sentence has exactly one correct translation: English "you" is always "tu" and "you all"
-is "vous"; "they" is "ils" (English does not say whether "they" are all women, so "elles" would
-be a guess; feminine plurals come from nouns: "the girls are happy" -> "les filles sont
-heureuses").
-"""
+"""The words and the grammar of the course's English -> French corpus (notebook 09): word order
+("the big red car" -> "la grande voiture rouge"), agreement in gender and number, conjugation,
+and smaller rules (j'aime, "de grands chiens"). Each sentence has one correct translation:
+"you" is "tu", "you all" is "vous", "they" is "ils"."""
 
 import random
 from dataclasses import dataclass, replace
 
-# The longest English sentence the grammar writes: a subject with a determiner, two adjectives
-# and a noun (4 words), a two-word verb ("listen to"), an object like the subject (4 words).
+# The longest English sentence: subject and object of 4 words ("the big red car"), "listen to"
 LONGEST_SENTENCE = 10
-
-# ---------------------------------------------------------------------------------------------
-# The lexicon
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -52,20 +26,17 @@ def _noun(english, french, gender, animate=False, english_plural=None, french_pl
 
 
 NOUNS = [
-    # animate, masculine
     _noun("dog", "chien", "m", True), _noun("cat", "chat", "m", True),
     _noun("boy", "garçon", "m", True), _noun("horse", "cheval", "m", True, None, "chevaux"),
     _noun("bird", "oiseau", "m", True, None, "oiseaux"), _noun("rabbit", "lapin", "m", True),
     _noun("wolf", "loup", "m", True, "wolves"), _noun("king", "roi", "m", True),
     _noun("monkey", "singe", "m", True), _noun("tiger", "tigre", "m", True),
     _noun("duck", "canard", "m", True),
-    # animate, feminine
     _noun("girl", "fille", "f", True), _noun("woman", "femme", "f", True, "women"),
     _noun("cow", "vache", "f", True), _noun("hen", "poule", "f", True),
     _noun("queen", "reine", "f", True), _noun("mouse", "souris", "f", True, "mice", "souris"),
     _noun("turtle", "tortue", "f", True), _noun("frog", "grenouille", "f", True),
     _noun("goat", "chèvre", "f", True), _noun("mother", "mère", "f", True),
-    # things, masculine
     _noun("book", "livre", "m"), _noun("cake", "gâteau", "m", False, None, "gâteaux"),
     _noun("boat", "bateau", "m", False, None, "bateaux"), _noun("bike", "vélo", "m"),
     _noun("truck", "camion", "m"), _noun("pen", "stylo", "m"), _noun("bag", "sac", "m"),
@@ -74,7 +45,6 @@ NOUNS = [
     _noun("knife", "couteau", "m", False, "knives", "couteaux"), _noun("pencil", "crayon", "m"),
     _noun("basket", "panier", "m"), _noun("piano", "piano", "m"),
     _noun("newspaper", "journal", "m", False, None, "journaux"), _noun("cheese", "fromage", "m"),
-    # things, feminine
     _noun("car", "voiture", "f"), _noun("house", "maison", "f"), _noun("table", "table", "f"),
     _noun("chair", "chaise", "f"), _noun("apple", "pomme", "f"), _noun("flower", "fleur", "f"),
     _noun("letter", "lettre", "f"), _noun("dress", "robe", "f", False, "dresses"),
@@ -118,8 +88,7 @@ ADJECTIVES = [
     _adjective("happy", "heureux", False, 1, "heureuse", describes="animate"),
     _adjective("sad", "triste", False, 1, describes="animate"),
     _adjective("heavy", "lourd", False, 3), _adjective("clean", "propre", False, 3),
-    _adjective("dirty", "sale", False, 3),
-    _adjective("empty", "vide", False, 3, describes="thing"),
+    _adjective("dirty", "sale", False, 3), _adjective("empty", "vide", False, 3, describes="thing"),
     _adjective("fast", "rapide", False, 3), _adjective("slow", "lent", False, 3),
     _adjective("strong", "fort", False, 3, describes="animate"),
     _adjective("red", "rouge", False, 5), _adjective("blue", "bleu", False, 5),
@@ -128,27 +97,18 @@ ADJECTIVES = [
     _adjective("grey", "gris", False, 5),
 ]
 
-
-@dataclass(frozen=True)
-class Verb:
-    english: str     # base form, maybe two words: "listen to"
-    english_3s: str  # he / she / it form: "listens to"
-    french: str      # infinitive of a regular -er verb: "écouter"
-
-
-VERBS = [
-    Verb("watch", "watches", "regarder"), Verb("look for", "looks for", "chercher"),
-    Verb("find", "finds", "trouver"), Verb("carry", "carries", "porter"),
-    Verb("wash", "washes", "laver"), Verb("pull", "pulls", "tirer"),
-    Verb("push", "pushes", "pousser"), Verb("draw", "draws", "dessiner"),
-    Verb("keep", "keeps", "garder"), Verb("hide", "hides", "cacher"),
-    Verb("touch", "touches", "toucher"), Verb("prepare", "prepares", "préparer"),
-    Verb("repair", "repairs", "réparer"), Verb("count", "counts", "compter"),
-    Verb("like", "likes", "aimer"), Verb("love", "loves", "adorer"),
-    Verb("listen to", "listens to", "écouter"), Verb("eat", "eats", "manger"),
-    Verb("share", "shares", "partager"), Verb("tidy", "tidies", "ranger"),
-    Verb("leave", "leaves", "quitter"), Verb("visit", "visits", "visiter"),
-]
+# Verbs: English base form -> (he / she / it form, French infinitive of a regular -er verb)
+VERBS = {"watch": ("watches", "regarder"), "look for": ("looks for", "chercher"),
+         "find": ("finds", "trouver"), "carry": ("carries", "porter"),
+         "wash": ("washes", "laver"), "pull": ("pulls", "tirer"),
+         "push": ("pushes", "pousser"), "draw": ("draws", "dessiner"),
+         "keep": ("keeps", "garder"), "hide": ("hides", "cacher"),
+         "touch": ("touches", "toucher"), "prepare": ("prepares", "préparer"),
+         "repair": ("repairs", "réparer"), "count": ("counts", "compter"),
+         "like": ("likes", "aimer"), "love": ("loves", "adorer"),
+         "listen to": ("listens to", "écouter"), "eat": ("eats", "manger"),
+         "share": ("shares", "partager"), "tidy": ("tidies", "ranger"),
+         "leave": ("leaves", "quitter"), "visit": ("visits", "visiter")}
 # Subject pronouns: English -> (French, person index 0..5 = je, tu, il/elle, nous, vous, ils)
 PRONOUNS = {"I": ("je", 0), "you": ("tu", 1), "he": ("il", 2), "she": ("elle", 2),
             "we": ("nous", 3), "you all": ("vous", 4), "they": ("ils", 5)}
@@ -163,7 +123,6 @@ DETERMINERS = {"the": ("the", "the", "le", "la", "les"),
 
 _NOUNS = {n.english: n for n in NOUNS}
 _ADJECTIVES = {a.english: a for a in ADJECTIVES}
-_VERBS = {v.english: v for v in VERBS}
 _VOWELS = "aeiouéèêâîôû"  # the lexicon has no word starting with h
 
 
@@ -171,11 +130,6 @@ def _lookup(table: dict, key: str, what: str):
     if key not in table:
         raise ValueError(f"unknown {what} {key!r}; expected one of {sorted(table)}")
     return table[key]
-
-
-# ---------------------------------------------------------------------------------------------
-# Sentences: a structured spec, rendered in English and in French
-# ---------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -195,11 +149,7 @@ class Sentence:
 
 
 def conjugate(infinitive: str, person: int) -> str:
-    """Present tense of a regular -er verb; person 0..5 = je, tu, il/elle, nous, vous, ils.
-
-    >>> conjugate("manger", 3)
-    'mangeons'
-    """
+    """Present tense of a regular -er verb; person 0..5 = je, tu, il/elle, nous, vous, ils."""
     if not infinitive.endswith("er"):
         raise ValueError(f"expected a regular -er verb, got {infinitive!r}")
     stem = infinitive[:-2]
@@ -247,22 +197,8 @@ def _french_phrase(phrase: NounPhrase, negated: bool = False) -> list:
     return [determiner, *before, noun.french_plural if phrase.plural else noun.french, *after]
 
 
-def _subject(sentence: Sentence):
-    """(English words, French words, person 0..5, gender, plural) of the subject."""
-    subject = sentence.subject
-    if isinstance(subject, NounPhrase):
-        noun = _lookup(_NOUNS, subject.noun, "noun")
-        person = 5 if subject.plural else 2
-        return _english_phrase(subject), _french_phrase(subject), person, noun.gender, \
-            subject.plural
-    french, person = _lookup(PRONOUNS, subject, "subject pronoun")
-    gender = "f" if subject == "she" else "m"
-    return subject.split(), [french], person, gender, person >= 3
-
-
 def _verb_words(sentence: Sentence, person: int, gender: str, plural: bool):
-    """(English verb words, French verb form, French complement words, English complement
-    words)."""
+    """(English verb words, French verb form, French and English complement words)."""
     third_singular, negated = person == 2, sentence.negated
     if sentence.verb == "be":
         if person not in (2, 5) or not isinstance(sentence.complement, str):
@@ -278,24 +214,29 @@ def _verb_words(sentence: Sentence, person: int, gender: str, plural: bool):
     if sentence.verb == "have":
         english, french = ["has" if third_singular else "have"], AVOIR[person]
     else:
-        verb = _lookup(_VERBS, sentence.verb, "verb")
-        english = (verb.english_3s if third_singular else verb.english).split()
-        french = conjugate(verb.french, person)
+        english_3s, infinitive = _lookup(VERBS, sentence.verb, "verb")
+        english = (english_3s if third_singular else sentence.verb).split()
+        french = conjugate(infinitive, person)
     if negated:  # do-support: "she does not have", "they do not listen to"
         english = ["does" if third_singular else "do", "not", sentence.verb.split()[0],
                    *english[1:]]
-    complement = sentence.complement
-    return (english, french, _french_phrase(complement, negated),
-            _english_phrase(complement, negated))
+    phrase = sentence.complement
+    return english, french, _french_phrase(phrase, negated), _english_phrase(phrase, negated)
 
 
 def render(sentence: Sentence) -> tuple:
-    """The ``(english, french)`` strings of a sentence spec: words joined by single spaces.
-
-    >>> render(Sentence("I", "like", NounPhrase("car", "the", False, ("big", "red"))))
-    ('I like the big red car', "j'aime la grande voiture rouge")
-    """
-    subject_en, subject_fr, person, gender, plural = _subject(sentence)
+    """The ``(english, french)`` strings of a sentence spec, such as ``Sentence("I", "like",
+    NounPhrase("car", adjectives=("big", "red")))``: "I like the big red car", "j'aime la grande
+    voiture rouge"."""
+    subject = sentence.subject
+    if isinstance(subject, NounPhrase):
+        gender, plural = _lookup(_NOUNS, subject.noun, "noun").gender, subject.plural
+        subject_en, subject_fr = _english_phrase(subject), _french_phrase(subject)
+        person = 5 if plural else 2
+    else:
+        french, person = _lookup(PRONOUNS, subject, "subject pronoun")
+        subject_en, subject_fr = subject.split(), [french]
+        gender, plural = "f" if subject == "she" else "m", person >= 3
     verb_en, verb, complement_fr, complement_en = _verb_words(sentence, person, gender, plural)
     vowel = verb[0] in _VOWELS
     if sentence.negated:  # ne ... pas around the verb; n'aime, n'ai: one word
@@ -304,40 +245,30 @@ def render(sentence: Sentence) -> tuple:
         subject_fr, verb_fr = [], ["j'" + verb]  # j'aime, j'ai: one word
     else:
         verb_fr = [verb]
-    english = [*subject_en, *verb_en, *complement_en]
-    french = [*subject_fr, *verb_fr, *complement_fr]
-    return " ".join(english), " ".join(french)
+    return (" ".join([*subject_en, *verb_en, *complement_en]),
+            " ".join([*subject_fr, *verb_fr, *complement_fr]))
 
 
 def gender_comes_later(sentence: Sentence) -> bool:
-    """Whether the French object is "de" + adjective + noun because of a negation ("he does not
-    touch a big basket" -> "il ne touche pas de grand panier"): "de" does not show the noun's
-    gender, so a decoder must choose "grand" or "grande" before it writes the noun."""
+    """Whether the French object is "de" + adjective + noun after a negation ("pas de grand
+    panier"): the decoder must choose "grand" or "grande" before it writes the noun."""
     phrase = sentence.complement
     return sentence.negated and isinstance(phrase, NounPhrase) and phrase.determiner == "a" \
         and any(_lookup(_ADJECTIVES, a, "adjective").before_noun for a in phrase.adjectives)
 
 
 def noun_adjective_pairs(sentence: Sentence) -> list:
-    """Every (noun, adjective) combination in the sentence, in English, including a subject
-    with its predicate adjective ("the car is red" -> ("car", "red"))."""
-    pairs = []
-    for part in (sentence.subject, sentence.complement):
-        if isinstance(part, NounPhrase):
-            pairs += [(part.noun, a) for a in part.adjectives]
+    """Every (noun, adjective) combination in the sentence, "the car is red" included."""
+    pairs = [(part.noun, adjective) for part in (sentence.subject, sentence.complement)
+             if isinstance(part, NounPhrase) for adjective in part.adjectives]
     if sentence.verb == "be" and isinstance(sentence.subject, NounPhrase):
         pairs.append((sentence.subject.noun, sentence.complement))
     return pairs
 
 
-# ---------------------------------------------------------------------------------------------
-# Random sentences and the three splits
-# ---------------------------------------------------------------------------------------------
-
-
 def fits(adjective: Adjective, animate: bool) -> bool:
-    """Whether the generator may use ``adjective`` with an animate noun or a thing (no "happy
-    bottle", no "empty dog"; the grammar itself would render them)."""
+    """Whether random sentences may use ``adjective`` for an animate noun or a thing (no "empty
+    dog": the grammar itself would render one)."""
     return adjective.describes in ("any", "animate" if animate else "thing")
 
 
@@ -346,15 +277,12 @@ def _random_phrase(rng: random.Random, nouns: list) -> NounPhrase:
     fitting = [a for a in ADJECTIVES if fits(a, _NOUNS[noun].animate)]
     before = [a.english for a in fitting if a.before_noun]
     after = [a.english for a in fitting if not a.before_noun]
-    roll = rng.random()
-    if roll < 0.3:
-        adjectives = ()
-    elif roll < 0.5:
-        adjectives = (rng.choice(before),)
-    elif roll < 0.8:
-        adjectives = (rng.choice(after),)
-    else:
-        adjectives = (rng.choice(before), rng.choice(after))
+    roll = rng.random()  # no adjective 30%, one before the noun 20%, one after 30%, both 20%
+    adjectives = ()
+    if 0.3 <= roll < 0.5 or roll >= 0.8:
+        adjectives += (rng.choice(before),)
+    if roll >= 0.5:
+        adjectives += (rng.choice(after),)
     return NounPhrase(noun, rng.choice(list(DETERMINERS)), rng.random() < 0.4, adjectives)
 
 
@@ -379,6 +307,6 @@ def _random_affirmative(rng: random.Random) -> Sentence:
         adjective = rng.choice([a for a in ADJECTIVES if fits(a, is_animate)])
         return Sentence(subject, "be", adjective.english)
     subject = rng.choice(list(PRONOUNS)) if rng.random() < 0.5 else _random_phrase(rng, animate)
-    verb = "have" if roll < 0.3 else rng.choice(VERBS).english
+    verb = "have" if roll < 0.3 else rng.choice(list(VERBS))
     objects = list(FOODS) if verb == "eat" else [n.english for n in NOUNS]
     return Sentence(subject, verb, _random_phrase(rng, objects))

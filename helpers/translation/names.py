@@ -1,40 +1,37 @@
-"""Names for notebook 14: sentences whose subject is a name the translator must copy.
-
-A name is two syllables (``kalo``, ``mire``). :func:`with_name` puts a name in the place of the
-subject pronoun *he* / *she* (*il* / *elle*), on both sides of a pair: French copies an English
-name unchanged, and the rest of the sentence is the grammar's. Training and test use different
-names, so every test name is a word the model has never seen; with many training names, each
-seen a few times, a model learns to copy names rather than to remember them.
-
-Notebook 14 trains three translators on :func:`name_corpus`, one change at a time
-(:data:`NAMED_KINDS`), and ships them in ``assets/`` (``python -m helpers.course --retrain-asset
-nb14_words`` and so on trains them again).
-"""
+"""Names for notebook 14: sentences whose subject is a name (``kalo``) that the translator must
+copy; every test name is a word the model has never seen."""
 
 import random
-from dataclasses import dataclass
-from pathlib import Path
+import time
+import warnings
+from dataclasses import dataclass, replace
+from functools import partial
+
+from ..data import Vocab
+from ..model import TransformerConfig
+from ..tokens import BPE
+from ..training import load_checkpoint, save_checkpoint
+from .corpus import Corpus, _sample_split, make_corpus
+from .evaluation import exact_match, translate
+from .lexicon import noun_adjective_pairs
+from .translator import ASSET_PATH, CORPUS_ARGS, train_translator
 
 SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]  # the training names' syllables
 NEW_SYLLABLES = [c + v for c in "chjw" for v in "aeiou"]  # in no training name
-# Notebook 14's translators (and the sweep, which retrains them): BPE merges, training steps
-NAMED_MERGES, NAMED_STEPS = 1000, 400
+NAMED_MERGES, NAMED_STEPS = 1000, 400  # notebook 14's BPE merges and training steps
 PRONOUNS = {"he": "il", "she": "elle"}
-
-ASSETS = Path(__file__).resolve().parents[2] / "assets"
-# The three translators of notebook 14, each changing one thing from the one before:
+# Notebook 14's three translators, each changing one thing from the one before:
 NAMED_KINDS = {
     "words": "word-level vocabularies, notebook 09's model",
     "subwords": "one BPE vocabulary for both languages, the same model",
     "tied": "the same BPE, one matrix for both embeddings and the output projection",
 }
-NAMED_ASSETS = {kind: ASSETS / f"nb14_{kind}.pt" for kind in NAMED_KINDS}
+NAMED_ASSETS = {kind: ASSET_PATH.with_name(f"nb14_{kind}.pt") for kind in NAMED_KINDS}
 
 
 def make_names(rng: random.Random, count: int, exclude=(), syllables=(2, 3),
                alphabet=SYLLABLES) -> list:
-    """``count`` distinct names of ``syllables`` syllables from ``alphabet``, none of them in
-    ``exclude``."""
+    """``count`` distinct names of ``syllables`` syllables of ``alphabet``, none in ``exclude``."""
     names, exclude = [], set(exclude)
     while len(names) < count:
         name = "".join(rng.choice(alphabet) for _ in range(rng.choice(syllables)))
@@ -55,35 +52,24 @@ def with_name(pair: tuple, name: str):
 
 @dataclass
 class NamedCorpus:
-    """Notebook 14's data: ``train`` (the corpus's training pairs, *he* / *she* replaced by
-    names), and three test sets of ``(english, french)`` pairs: ``ordinary`` (the corpus's test
-    split, no names), ``names`` (new sentences, each with an unseen name made of the training
-    syllables) and ``new_syllables`` (the same sentences, names made of :data:`NEW_SYLLABLES`).
-    """
+    """Notebook 14's data: training pairs with names, and three test sets of pairs."""
 
-    train: list
-    ordinary: list
-    names: list
-    new_syllables: list
+    train: list  # the corpus's training pairs, *he* / *she* replaced by names
+    ordinary: list  # the corpus's test split, no names
+    names: list  # new sentences, each with an unseen name made of the training syllables
+    new_syllables: list  # the same sentences, names made of NEW_SYLLABLES
     train_names: list  # the names drawn for training (not all of them are used)
     test_names: list  # unseen names, training syllables
     new_names: list  # unseen names, new syllables
 
     def tests(self) -> dict:
-        return {"ordinary": self.ordinary, "names": self.names,
-                "new_syllables": self.new_syllables}
+        return {"ordinary": self.ordinary, "names": self.names, "new_syllables": self.new_syllables}
 
 
 def name_corpus(corpus, seed: int = 0, train_names: int = 3000, test_names: int = 300,
                 test_size: int = 1000, syllables=(2,)) -> NamedCorpus:
-    """Notebook 14's :class:`NamedCorpus` from the course's ``corpus``: every training pair whose
-    subject is *he* / *she* gets one of ``train_names`` names; ``test_size`` new sentences with
-    *he* / *she* (in no split of ``corpus``, and with no held-out combination of its test split)
-    get one of ``test_names`` unseen names, once from the training syllables, once from new ones.
-    """
-    from .corpus import _sample_split
-    from .lexicon import noun_adjective_pairs
-
+    """Notebook 14's :class:`NamedCorpus` from ``corpus``: ``test_size`` new test sentences (in no
+    split of ``corpus``, no held-out combination) get one of ``test_names`` unseen names."""
     rng = random.Random(seed)
     words = {w for pair in corpus.train for s in pair for w in s.split()}
     seen = make_names(rng, train_names, exclude=words, syllables=syllables)
@@ -103,37 +89,20 @@ def name_corpus(corpus, seed: int = 0, train_names: int = 3000, test_names: int 
 
 
 def named_vocabularies(named: NamedCorpus) -> dict:
-    """``{kind: (source vocabulary, target vocabulary)}`` for :data:`NAMED_KINDS`: word-level
-    vocabularies of the training pairs, or one BPE (:data:`NAMED_MERGES` merges, words cut at
-    spaces) learned on both sides, as notebook 14 builds them."""
-    from ..data import Vocab
-    from ..tokens import BPE
-
+    """``{kind: (source vocabulary, target vocabulary)}`` for :data:`NAMED_KINDS`."""
     subwords = BPE([s for pair in named.train for s in pair], NAMED_MERGES, split=str.split)
     words = (Vocab.build(e for e, _ in named.train), Vocab.build(f for _, f in named.train))
     return {"words": words, "subwords": (subwords, subwords), "tied": (subwords, subwords)}
 
 
-def train_shared_translator(corpus, steps: int = 600, batch_size: int = 128, warmup: int = 200,
-                            seed: int = 0, progress: bool = False, on_step=None):
-    """:func:`~.translator.train_translator` for a corpus whose two sides share one subword
-    vocabulary: the source embedding, the target embedding and the output projection are one
-    matrix, as in the paper (section 3.4). A source piece and the same target piece then start
-    as one vector, which is what copying a name needs."""
-    from .translator import train_translator
-
-    return train_translator(corpus, steps=steps, batch_size=batch_size, warmup=warmup, seed=seed,
-                            progress=progress, on_step=on_step, one_matrix=True)
+# train_translator with one matrix for both embeddings and the output projection (the paper's
+# section 3.4): a source piece and the same target piece start as one vector, as copying needs.
+train_shared_translator = partial(train_translator, one_matrix=True, progress=False)
 
 
 def train_named(kind: str, named: NamedCorpus, vocabularies: dict, steps: int = NAMED_STEPS,
                 seed: int = 0, progress: bool = False, on_step=None):
-    """One of :data:`NAMED_KINDS`, trained on ``named.train`` for ``steps`` steps of 128 pairs:
-    ``(model, history)``. ``"words"`` and ``"subwords"`` are :func:`~.translator.
-    train_translator`; ``"tied"`` is :func:`train_shared_translator`."""
-    from .corpus import Corpus
-    from .translator import train_translator
-
+    """``(model, history)`` of one of :data:`NAMED_KINDS`, trained on ``named.train``."""
     if kind not in NAMED_KINDS:
         raise ValueError(f"expected one of {sorted(NAMED_KINDS)}, got {kind!r}")
     src, tgt = vocabularies[kind]
@@ -142,54 +111,31 @@ def train_named(kind: str, named: NamedCorpus, vocabularies: dict, steps: int = 
     return trainer(corpus, steps=steps, seed=seed, progress=progress, on_step=on_step)
 
 
-def copied_names(outputs: list, pairs: list) -> float:
-    """% of ``outputs`` (translations of ``pairs``' English) whose first word is the name."""
-    right = sum(o.split()[:1] == e.split()[:1] for o, (e, _) in zip(outputs, pairs, strict=True))
-    return 100 * right / len(pairs)
-
-
 def named_scores(model, src, tgt, named: NamedCorpus) -> dict:
-    """``{test set: (exact match %, names copied %)}`` over ``named.tests()`` (greedy
-    translations; the word-level model's warnings about unknown names are silenced)."""
-    import warnings
-
-    from .evaluation import exact_match, translate
-
+    """``{test set: (exact match %, names copied %)}`` over ``named.tests()``, greedy."""
     scores = {}
     for test, pairs in named.tests().items():
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # a word-level model warns about every name
             outputs = translate(model, [e for e, _ in pairs], src, tgt)
-        copied = copied_names(outputs, pairs) if test != "ordinary" else None
+        copied = None  # the % of outputs whose first word is the name
+        if test != "ordinary":
+            copied = 100 * sum(o.split()[:1] == e.split()[:1]
+                               for o, (e, _) in zip(outputs, pairs, strict=True)) / len(pairs)
         scores[test] = (exact_match(outputs, [f for _, f in pairs]), copied)
     return scores
 
 
 def retrain_named(kind: str, path=None, progress: bool = True) -> dict:
-    """Train notebook 14's ``kind`` translator exactly as the notebook's recipe does (seed 0,
-    :data:`NAMED_STEPS` steps), save it to ``path`` (default :data:`NAMED_ASSETS`) and return its
-    metadata, its scores included."""
-    import time
-    from dataclasses import replace
-
-    from ..model import TransformerConfig
-    from ..training import save_checkpoint
-    from . import names as this  # NAMED_STEPS read at call time (a test shortens it)
-    from .corpus import make_corpus
-    from .translator import CORPUS_ARGS
-
-    corpus = make_corpus(**CORPUS_ARGS)
-    named = name_corpus(corpus)
+    """Train and save notebook 14's ``kind`` translator as the notebook does: its metadata."""
+    named = name_corpus(make_corpus(**CORPUS_ARGS))
     vocabularies = named_vocabularies(named)
     start = time.perf_counter()
-    model, history = train_named(kind, named, vocabularies, steps=this.NAMED_STEPS,
-                                 progress=progress)
-    seconds = time.perf_counter() - start
+    model, history = train_named(kind, named, vocabularies, steps=NAMED_STEPS, progress=progress)
     src, tgt = vocabularies[kind]
     metadata = {"kind": kind, "corpus": dict(CORPUS_ARGS), "merges": NAMED_MERGES,
-                "training": {"steps": this.NAMED_STEPS, "batch_size": 128, "warmup": 200,
-                             "seed": 0},
-                "train_seconds": round(seconds, 1), "final_loss": history[-1],
+                "training": {"steps": NAMED_STEPS, "batch_size": 128, "warmup": 200, "seed": 0},
+                "train_seconds": round(time.perf_counter() - start, 1), "final_loss": history[-1],
                 "scores": {test: list(score) for test, score in
                            named_scores(model, src, tgt, named).items()}}
     config = replace(TransformerConfig.small(), tie_weights=kind == "tied")
@@ -198,10 +144,7 @@ def retrain_named(kind: str, path=None, progress: bool = True) -> dict:
 
 
 def load_named_translator(kind: str, device="cpu"):
-    """The shipped ``kind`` translator of notebook 14 (:data:`NAMED_ASSETS`), a
-    :class:`~helpers.training.Checkpoint`; the tied one has its one matrix tied again."""
-    from ..training import load_checkpoint
-
+    """The shipped ``kind`` translator of notebook 14, its one matrix tied again if ``"tied"``."""
     checkpoint = load_checkpoint(NAMED_ASSETS[kind], device=device)
     if kind == "tied":
         checkpoint.model.src_embed.weight = checkpoint.model.tgt_embed.weight

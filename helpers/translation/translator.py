@@ -1,10 +1,4 @@
-"""The course's trained translators: one call to train one, and the shipped assets.
-
-``assets/translator.pt`` (notebooks 10 and 11) and ``assets/translator_negation.pt`` (notebook
-10's harder test) are retrained with ``python -m helpers.course --retrain-asset [negation]``;
-notebook 14's three (``assets/nb14_*.pt``) with ``--retrain-asset nb14_words`` (``nb14_subwords``,
-``nb14_tied``), from :mod:`.names`.
-"""
+"""The course's translators: one call to train one, and the shipped ones (``--retrain-asset``)."""
 
 from dataclasses import replace
 from functools import partial
@@ -30,19 +24,13 @@ def train_translator(corpus, config: Optional[TransformerConfig] = None, steps: 
                      label_smoothing: float = 0.1, clip_norm: float = 1.0, seed: int = 0,
                      max_seconds: Optional[float] = None, device=None, progress: bool = True,
                      on_step=None, one_matrix: bool = False):
-    """Build a model for ``corpus`` (from :func:`~helpers.translation.make_corpus`) and train it.
-
-    Returns ``(model, history)`` with the model in eval mode. Everything the loop needs is
-    assembled here, in the order notebook 09 shows it. The defaults (the small config, 600
-    steps of 128 sentence pairs) reach about 99% exact match on the test split of the default
-    corpus, in 35 to 50 seconds on a 2-core laptop CPU. ``one_matrix``: both embeddings and the
-    output projection are one matrix (the corpus's two sides share one vocabulary).
-    """
+    """Build a model for ``corpus`` and train it (defaults: about 99% exact match in 35 to 50 s on
+    a laptop CPU); ``one_matrix``: one matrix for both embeddings and the output projection."""
+    if one_matrix and corpus.src_vocab is not corpus.tgt_vocab:
+        raise ValueError("train_translator(one_matrix=True) needs one vocabulary for both "
+                         "languages")
     config = config or TransformerConfig.small()
     if one_matrix:
-        if corpus.src_vocab is not corpus.tgt_vocab:
-            raise ValueError("train_translator(one_matrix=True) needs one vocabulary for both "
-                             "languages")
         config = replace(config, tie_weights=True)
     set_seed(seed)
     model = build_model(config, len(corpus.src_vocab), len(corpus.tgt_vocab))
@@ -60,8 +48,5 @@ def train_translator(corpus, config: Optional[TransformerConfig] = None, steps: 
 
 
 def load_translator(path=ASSET_PATH, device="cpu") -> Checkpoint:
-    """The course's trained translator (``assets/translator.pt``), for notebooks 10 and 11.
-
-    ``metadata["corpus"]`` holds the :func:`~.corpus.make_corpus` arguments of its corpus.
-    """
+    """A shipped translator; ``metadata["corpus"]`` holds its :func:`~.corpus.make_corpus` args."""
     return load_checkpoint(path, device=device)
