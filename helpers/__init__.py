@@ -27,15 +27,16 @@ module              what it holds                                        noteboo
 ``translation``     the toy task: grammar, corpus, ``translate``         09-15
 ``figures``         drawing only, one module per notebook                all
 ``exercises``       ``check`` and ``solution``, slips, ``pitfalls``      all
-``course``          tooling: setup cell, ``tools``, ``sync``, ``sweep``  all
-``bench``           the benchmark (``python -m helpers.bench``)          none
+``course``          the setup cell, Colab, the version check             all
 ==================  ===================================================  ==============
 
 Letters used in shape comments everywhere:
 ``B`` batch, ``L`` sequence length (``Lq`` queries, ``Lk`` keys, ``S`` source, ``T`` target),
 ``h`` number of heads, ``d_k`` size of one head, ``d_model`` model width, ``V`` vocabulary size.
 
-Nothing heavy runs at import time.
+Nothing heavy runs at import time. The maintainers' tools (syncing the notebooks' reference
+cells, re-executing notebooks, retraining the shipped models, the sweep, the benchmark) are in
+``tests/tools``.
 """
 
 __version__ = "0.1.0"

@@ -17,7 +17,7 @@ from .gpt import GPT, GPTConfig
 from .masks import causal_mask, padding_mask
 from .model import Transformer, TransformerConfig, build_model
 from .training import count_parameters, label_smoothed_nll, make_optimizer, train
-from .translation import CORPUS_ARGS, exact_match, make_corpus, train_translator
+from .translation import exact_match
 from .utils import set_seed
 
 SEP = "<sep>"  # between the English sentence and its French continuation
@@ -133,37 +133,6 @@ def load_models(path=MODELS_PATH) -> TrainedModels:
                 "tgt_vocab": Vocab(e["tgt_vocab"])}
     return TrainedModels(gpt.eval(), vocab, g["losses"], encoder_decoder.eval(), e["losses"],
                          ed_config, metadata)
-
-
-def retrain_models(path=None, progress: bool = True) -> dict:
-    """Retrain notebook 12's GPT and encoder-decoder (no dropout, one budget), save them as plain
-    types to ``path`` (default :data:`MODELS_PATH`) and return their metadata."""
-    corpus = make_corpus(**CORPUS_ARGS)
-    start = time.perf_counter()
-    gpt, vocab, gpt_losses = train_gpt(corpus, GPTConfig(dropout=0.0), **MODELS_BUDGET,
-                                       progress=progress)
-    ed_config = dataclasses.replace(TransformerConfig.small(), dropout=0.0)
-    encoder_decoder, ed_losses = train_translator(corpus, ed_config, **MODELS_BUDGET,
-                                                  progress=progress)
-    metadata = {"corpus": dict(CORPUS_ARGS), "budget": dict(MODELS_BUDGET),
-                "train_seconds": round(time.perf_counter() - start, 1),
-                "torch_threads": torch.get_num_threads(),
-                "cpu_capability": torch.backends.cpu.get_cpu_capability(),  # ATEN_CPU_CAPABILITY
-                "gpt_final_loss": gpt_losses[-1], "ed_final_loss": ed_losses[-1]}
-
-    def weights(model):
-        return {k: v.detach().cpu() for k, v in model.state_dict().items()}
-
-    torch.save({"format": 1,
-                "gpt": {"config": dataclasses.asdict(gpt.config), "vocab": list(vocab.tokens),
-                        "state_dict": weights(gpt), "losses": [float(v) for v in gpt_losses]},
-                "encoder_decoder": {"config": dataclasses.asdict(ed_config),
-                                    "src_vocab": list(corpus.src_vocab.tokens),
-                                    "tgt_vocab": list(corpus.tgt_vocab.tokens),
-                                    "state_dict": weights(encoder_decoder),
-                                    "losses": [float(v) for v in ed_losses]},
-                "metadata": metadata}, path or MODELS_PATH)
-    return metadata
 
 
 # Each variant changes GPTConfig's defaults (pre-norm, LayerNorm, ReLU, sinusoidal positions).

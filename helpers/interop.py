@@ -39,9 +39,9 @@ def _layer_norm(ours: LayerNorm) -> nn.LayerNorm:
     return theirs
 
 
-def _layer(ours, layer_cls):
-    """An encoder or decoder layer as ``layer_cls``: ``nn.TransformerEncoderLayer`` or
-    ``nn.TransformerDecoderLayer`` (which also has the cross-attention)."""
+def _layer(ours):
+    decoder = hasattr(ours, "cross_attn")  # nn.TransformerDecoderLayer, else EncoderLayer
+    layer_cls = nn.TransformerDecoderLayer if decoder else nn.TransformerEncoderLayer
     relu = ours.feed_forward.activation == "relu"  # torch.nn takes "relu", or a function
     theirs = layer_cls(d_model=ours.self_attn.d_model, nhead=ours.self_attn.num_heads,
                        dim_feedforward=ours.feed_forward.linear1.out_features,
@@ -53,27 +53,26 @@ def _layer(ours, layer_cls):
         if hasattr(theirs, name):
             getattr(theirs, name).load_state_dict(getattr(ours, name).state_dict())
     theirs.self_attn = _mha(ours.self_attn)
-    if layer_cls is nn.TransformerDecoderLayer:
+    if decoder:
         theirs.multihead_attn = _mha(ours.cross_attn)
     return theirs
 
 
-def _stack(ours, stack_cls, layer_cls, **kwargs):
-    theirs = stack_cls(_layer(ours.layers[0], layer_cls), len(ours.layers),
+def _stack(ours, stack_cls, **kwargs):
+    theirs = stack_cls(_layer(ours.layers[0]), len(ours.layers),
                        norm=None if ours.norm is None else _layer_norm(ours.norm), **kwargs)
-    theirs.layers = nn.ModuleList(_layer(layer, layer_cls) for layer in ours.layers)
+    theirs.layers = nn.ModuleList(_layer(layer) for layer in ours.layers)
     return theirs
 
 
 _CONVERTERS = {
     "MultiHeadAttention": _mha,
     "LayerNorm": _layer_norm,
-    "EncoderLayer": lambda ours: _layer(ours, nn.TransformerEncoderLayer),
-    "DecoderLayer": lambda ours: _layer(ours, nn.TransformerDecoderLayer),
+    "EncoderLayer": _layer,
+    "DecoderLayer": _layer,
     # the nested-tensor fast path would return zeros at padded positions: keep it off
-    "Encoder": lambda ours: _stack(ours, nn.TransformerEncoder, nn.TransformerEncoderLayer,
-                                   enable_nested_tensor=False),
-    "Decoder": lambda ours: _stack(ours, nn.TransformerDecoder, nn.TransformerDecoderLayer),
+    "Encoder": lambda ours: _stack(ours, nn.TransformerEncoder, enable_nested_tensor=False),
+    "Decoder": lambda ours: _stack(ours, nn.TransformerDecoder),
 }
 
 

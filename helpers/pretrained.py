@@ -8,14 +8,11 @@ Notebook 15's exercise (:func:`load_marian`), the real ``opus-mt`` model or its 
 import json
 import os
 import socket
-import tempfile
-import time
 import warnings
 from pathlib import Path
 
 import torch
 
-from .data import shuffled_chunks
 from .model import Transformer
 
 OPUS_MT = "Helsinki-NLP/opus-mt-en-fr"
@@ -230,90 +227,3 @@ def load_standin(path=STANDIN_PATH):
     return _load(path, local_files_only=True)
 
 
-def _marian_batches(pairs, tokenizer, batch_size: int, pad_id: int, seed: int):
-    """Endless batches ``(input_ids, attention_mask, labels)`` of ``(english, french)`` pairs."""
-    sources = tokenizer([en for en, _ in pairs]).input_ids  # each ends with </s>
-    targets = tokenizer(text_target=[fr for _, fr in pairs]).input_ids
-    encoded = list(zip(sources, targets, strict=True))
-    for chosen in shuffled_chunks(encoded, batch_size, seed):
-        padded = [torch.nn.utils.rnn.pad_sequence([torch.tensor(ids[k]) for ids in chosen],
-                                                  batch_first=True, padding_value=pad_id)
-                  for k in (0, 1)]
-        yield padded[0], padded[0] != pad_id, padded[1]
-
-
-def train_standin(pairs, tokenizer, steps: int, batch_size: int, warmup: int,
-                  label_smoothing: float, clip_norm: float, seed: int, progress: bool = True):
-    """``(model in eval mode, losses)``: a small ``MarianMTModel`` trained on ``pairs`` as
-    notebook 09 trains its model. ``final_logits_bias``, a buffer in ``transformers``, is a
-    parameter while training, as in Marian."""
-    from .training import label_smoothed_nll, make_optimizer, train
-
-    transformers = _transformers()
-    config = marian_config(len(tokenizer), **STANDIN_SIZES)
-    pad = config.pad_token_id
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = transformers.MarianMTModel(config)
-    bias = model.final_logits_bias
-    del model._buffers["final_logits_bias"]
-    model.final_logits_bias = torch.nn.Parameter(bias)  # trained, as in Marian
-
-    def loss_fn(model, batch):
-        input_ids, attention_mask, labels = batch
-        start = torch.full_like(labels[:, :1], pad)  # the decoder starts from the pad id
-        decoder_inputs = torch.cat([start, labels[:, :-1]], dim=1)  # the labels shifted right
-        logits = model(input_ids=input_ids, attention_mask=attention_mask,
-                       decoder_input_ids=decoder_inputs).logits
-        return label_smoothed_nll(logits, labels, label_smoothing, ignore_index=pad)
-
-    optimizer, scheduler = make_optimizer(model, config.d_model, warmup)
-    batches = _marian_batches(pairs, tokenizer, batch_size, pad, seed)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)  # dropout's masks
-        losses = train(model, batches, loss_fn, optimizer, scheduler, max_steps=steps,
-                       clip_norm=clip_norm, progress=progress)
-    trained = model.final_logits_bias.detach()
-    del model._parameters["final_logits_bias"]
-    model.register_buffer("final_logits_bias", trained)  # back to transformers' layout
-    return published_generation(model).eval(), losses
-
-
-def standin_exact_match(model, tokenizer, pairs, batch_size: int = 100) -> float:
-    """The share of ``pairs`` whose greedy translation is exactly the French sentence."""
-    right = 0
-    for start in range(0, len(pairs), batch_size):
-        chunk = pairs[start:start + batch_size]
-        batch = tokenizer([en for en, _ in chunk], padding=True, return_tensors="pt")
-        with torch.no_grad():
-            out = model.generate(**batch, num_beams=1, max_new_tokens=32, **MATCHING)
-        said = tokenizer.batch_decode(out, skip_special_tokens=True)
-        right += sum(a == fr for a, (_, fr) in zip(said, chunk, strict=True))
-    return right / len(pairs)
-
-
-def retrain_standin(path=None, progress: bool = True) -> dict:
-    """Retrain notebook 15's offline stand-in on the corpus in sentence case and save it, with
-    ``training.json`` (the metadata returned), to ``path`` (default :data:`STANDIN_PATH`)."""
-    from .translation import make_corpus
-
-    corpus = make_corpus(**STANDIN_CORPUS_ARGS)
-    train, valid, test = ([(sentence_case(en), sentence_case(fr)) for en, fr in split]
-                          for split in (corpus.train, corpus.valid, corpus.test))
-    with tempfile.TemporaryDirectory() as folder:
-        tokenizer = train_marian_tokenizer([s for pair in train for s in pair], folder,
-                                           vocab_size=STANDIN_VOCAB_SIZE)
-    begin = time.perf_counter()
-    model, losses = train_standin(train, tokenizer, progress=progress, **STANDIN_TRAINING)
-    seconds = time.perf_counter() - begin
-    metadata = {"corpus": dict(STANDIN_CORPUS_ARGS), "sentence_case": True,
-                "vocab_size": len(tokenizer), "sizes": dict(STANDIN_SIZES),
-                "training": dict(STANDIN_TRAINING), "train_seconds": round(seconds, 1),
-                "torch_threads": torch.get_num_threads(), "final_loss": round(losses[-1], 4),
-                "valid_exact_match": standin_exact_match(model, tokenizer, valid),
-                "test_exact_match": standin_exact_match(model, tokenizer, test)}
-    path = Path(path or STANDIN_PATH)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    (path / "training.json").write_text(json.dumps(metadata, indent=1) + "\n", encoding="utf-8")
-    return metadata

@@ -117,15 +117,6 @@ def encode_word(word: str, merges: list, end: str = END) -> list:
     return list(symbols)
 
 
-def vocabulary(start: list, merges: list) -> list:
-    """The tokens in id order: the special tokens, the starting tokens, one per new merge."""
-    tokens = [*SPECIALS, *start]
-    for left, right in merges:
-        if left + right not in tokens:  # two merges may spell the same token
-            tokens.append(left + right)
-    return tokens
-
-
 def tokenize(text: str, merges: list, end: str = END) -> list:
     """The tokens of a text: each word encoded alone, so a merge never crosses two words."""
     return [token for word in words_of(text) for token in encode_word(word, merges, end)]
@@ -145,7 +136,10 @@ class BPE:
         self.split = split
         words = word_table(texts, split=split)
         self.merges = train_bpe(words, num_merges, min_frequency, vocab)
-        self.tokens = vocabulary(list(vocab or initial_vocab(words)), self.merges)
+        self.tokens = [*SPECIALS, *(vocab or initial_vocab(words))]  # then one per new merge
+        for left, right in self.merges:
+            if left + right not in self.tokens:  # two merges may spell the same token
+                self.tokens.append(left + right)
         self.ids = {token: i for i, token in enumerate(self.tokens)}
         self._encode_word = lru_cache(maxsize=None)(
             lambda word: tuple(encode_word(word, self.merges)))
@@ -199,25 +193,20 @@ def attention_cost(lengths) -> int:
     return sum(length * length for length in lengths)
 
 
-def notebook_prose(paths) -> str:
-    """The markdown of the notebooks at ``paths``, without code blocks, formulas and link
-    addresses: one paragraph per line (``assets/course_prose.txt`` for notebooks 00-13)."""
+def write_prose_snapshot() -> None:
+    """Rewrite ``assets/course_prose.txt``: the markdown of notebooks 00-13 without code blocks,
+    formulas and link addresses, one paragraph per line."""
     paragraphs = []
-    for path in paths:
-        for cell in json.loads(Path(path).read_text(encoding="utf-8"))["cells"]:
+    for path in sorted((ROOT / "notebooks").glob("[01][0-9]_*.ipynb")):
+        if int(path.name[:2]) > 13:
+            continue
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
             if cell["cell_type"] != "markdown":
                 continue
             text = re.sub(r"```.*?```|\$\$.*?\$\$", " ", "".join(cell["source"]), flags=re.S)
             text = re.sub(r"\]\([^)]*\)", "]", text)  # [words](address) -> [words]
             paragraphs += [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
-    return "\n".join(paragraphs) + "\n"
-
-
-def write_prose_snapshot() -> None:
-    """Rewrite ``assets/course_prose.txt`` from notebooks 00-13."""
-    paths = sorted(p for p in (ROOT / "notebooks").glob("[01][0-9]_*.ipynb")
-                   if int(p.name[:2]) <= 13)
-    PROSE.write_text(notebook_prose(paths), encoding="utf-8")
+    PROSE.write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
 
 
 def course_prose(path: Path = PROSE) -> list:

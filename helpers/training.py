@@ -156,12 +156,6 @@ def save_checkpoint(path, model: Transformer, config: TransformerConfig, src_voc
     }, path)
 
 
-def _config_differences(saved: TransformerConfig, given: TransformerConfig) -> list:
-    return [f"{f.name}: checkpoint {getattr(saved, f.name)!r}, given {getattr(given, f.name)!r}"
-            for f in dataclasses.fields(TransformerConfig)
-            if getattr(saved, f.name) != getattr(given, f.name)]
-
-
 def load_checkpoint(path, config: Optional[TransformerConfig] = None, device="cpu") -> Checkpoint:
     """Rebuild the model saved by :func:`save_checkpoint`, in eval mode, on ``device``; with
     ``config``, a ``ValueError`` names every field that differs from the saved one. Any other
@@ -176,8 +170,11 @@ def load_checkpoint(path, config: Optional[TransformerConfig] = None, device="cp
     except (TypeError, ValueError) as error:
         raise _not_a_checkpoint(path, f"its config or vocabularies are damaged: {error}") from None
     if config is not None and config != saved_config:
+        differ = [f"{f.name}: checkpoint {getattr(saved_config, f.name)!r}, given "
+                  f"{getattr(config, f.name)!r}" for f in dataclasses.fields(TransformerConfig)
+                  if getattr(saved_config, f.name) != getattr(config, f.name)]
         raise ValueError(f"the checkpoint {path} was saved with a different TransformerConfig: "
-                         + "; ".join(_config_differences(saved_config, config)))
+                         + "; ".join(differ))
     model = build_model(saved_config, len(src_vocab), len(tgt_vocab))
     try:
         model.load_state_dict(saved["state_dict"])

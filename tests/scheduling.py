@@ -1,7 +1,7 @@
 """How long each notebook takes, for ``conftest.py``: the longest groups of tests go first, so that
 the pytest-xdist workers finish together (and ``tests/shortened.py``: its estimate of the slow
 suites' time on a notebook). A notebook's time is read from the notebook itself:
-``helpers.course --execute`` (nbclient) stores when each cell started and replied in the cell's
+``tests.tools --execute`` (nbclient) stores when each cell started and replied in the cell's
 metadata.
 """
 

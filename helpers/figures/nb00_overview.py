@@ -1,5 +1,5 @@
 """The architecture at a glance and recurrence vs attention (notebook 00; the architecture is
-also ``assets/architecture.png``, redrawn by ``python -m helpers.course --write-assets``)."""
+also ``assets/architecture.png``, redrawn by ``python -m tests.tools --write-assets``)."""
 
 import matplotlib.pyplot as plt
 import numpy as np

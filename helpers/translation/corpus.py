@@ -17,12 +17,6 @@ from .lexicon import (
 )
 
 
-def choose_held_out_pairs(rng: random.Random, per_noun: int = 2) -> list:
-    """``per_noun`` (noun, adjective) combinations per noun, kept out of training."""
-    return [(noun.english, adjective) for noun in NOUNS for adjective in
-            rng.sample([a.english for a in ADJECTIVES if fits(a, noun.animate)], per_noun)]
-
-
 @dataclass
 class Corpus:
     """The splits as ``(english, french)`` lists (a ``test`` pair has a held-out combination)."""
@@ -54,7 +48,10 @@ def make_corpus(seed: int = 0, num_train: int = 20000, num_valid: int = 500,
     """The course's corpus, the same for the same arguments (no sentence is in two splits)."""
     check_sizes("make_corpus", num_train=num_train, num_valid=num_valid, num_test=num_test)
     rng = random.Random(seed)
-    held_out = choose_held_out_pairs(rng)
+    held_out = []  # two (noun, adjective) combinations per noun, kept out of training
+    for noun in NOUNS:
+        fitting = [a.english for a in ADJECTIVES if fits(a, noun.animate)]
+        held_out += [(noun.english, adjective) for adjective in rng.sample(fitting, 2)]
     held_out_set = set(held_out)
 
     def is_held_out(sentence):

@@ -2,19 +2,17 @@
 copy; every test name is a word the model has never seen."""
 
 import random
-import time
 import warnings
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import partial
 
 from ..data import Vocab
-from ..model import TransformerConfig
 from ..tokens import BPE
-from ..training import load_checkpoint, save_checkpoint
-from .corpus import Corpus, _sample_split, make_corpus
+from ..training import load_checkpoint
+from .corpus import Corpus, _sample_split
 from .evaluation import exact_match, translate
 from .lexicon import noun_adjective_pairs
-from .translator import ASSET_PATH, CORPUS_ARGS, train_translator
+from .translator import ASSET_PATH, train_translator
 
 SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]  # the training names' syllables
 NEW_SYLLABLES = [c + v for c in "chjw" for v in "aeiou"]  # in no training name
@@ -124,23 +122,6 @@ def named_scores(model, src, tgt, named: NamedCorpus) -> dict:
                                for o, (e, _) in zip(outputs, pairs, strict=True)) / len(pairs)
         scores[test] = (exact_match(outputs, [f for _, f in pairs]), copied)
     return scores
-
-
-def retrain_named(kind: str, path=None, progress: bool = True) -> dict:
-    """Train and save notebook 14's ``kind`` translator as the notebook does: its metadata."""
-    named = name_corpus(make_corpus(**CORPUS_ARGS))
-    vocabularies = named_vocabularies(named)
-    start = time.perf_counter()
-    model, history = train_named(kind, named, vocabularies, steps=NAMED_STEPS, progress=progress)
-    src, tgt = vocabularies[kind]
-    metadata = {"kind": kind, "corpus": dict(CORPUS_ARGS), "merges": NAMED_MERGES,
-                "training": {"steps": NAMED_STEPS, "batch_size": 128, "warmup": 200, "seed": 0},
-                "train_seconds": round(time.perf_counter() - start, 1), "final_loss": history[-1],
-                "scores": {test: list(score) for test, score in
-                           named_scores(model, src, tgt, named).items()}}
-    config = replace(TransformerConfig.small(), tie_weights=kind == "tied")
-    save_checkpoint(path or NAMED_ASSETS[kind], model, config, src, tgt, metadata)
-    return metadata
 
 
 def load_named_translator(kind: str, device="cpu"):

@@ -42,7 +42,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.bench import execute_notebook
+from tests.tools.bench import execute_notebook
 from helpers.course import REPO_URL
 from tests.ci import in_ci
 from tests.shortened import shorten

@@ -1,4 +1,4 @@
-"""The benchmark's measuring tools (``helpers.bench``), without timing anything that matters:
+"""The benchmark's measuring tools (``tests.tools.bench``), without timing anything that matters:
 ``Ratio`` pairs its two sides in time and reports the median and spread of their ratios; the
 notebook limits are the ones issue-sized for the course (a minute; 09 and 13 a minute and a
 half)."""
@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from helpers import bench
+from tests.tools import bench
 
 
 def test_ratio_alternates_the_sides_and_pairs_them(monkeypatch):

@@ -27,14 +27,16 @@ CORE_LAYERS = [
     ["training"],  # notebook 09
 ]
 CORE = [name for layer in CORE_LAYERS for name in layer]
-# helpers/*.py beyond the core: the benchmark, notebook 11's head ablation, and the modules of the
+# helpers/*.py beyond the core: notebook 11's head ablation, and the modules of the
 # notebooks past the paper (12: gpt, generation and continuation, 13: distributed and fsdp,
 # 14: tokens, 15: pretrained).
 # They build on the core and on the toy task (translation), not on the course's other scaffolding.
-BEYOND = ["ablation", "bench", "continuation", "distributed", "fsdp", "generation", "gpt",
+BEYOND = ["ablation", "continuation", "distributed", "fsdp", "generation", "gpt",
           "pretrained", "tokens"]
-# The course around the model: tooling, checkers, figures, and the toy task the model learns.
+# The course around the model: the setup cell and version check (course.py), the checkers, the
+# figures, and the toy task the model learns. The maintainers' tools are in tests/tools.
 SCAFFOLDING = ["course", "exercises", "figures", "translation"]
+PACKAGES = ["exercises", "figures", "translation"]
 MODULES = sorted(HELPERS.rglob("*.py"))
 
 
@@ -100,9 +102,9 @@ def cycle(graph: dict) -> list:
 
 
 def test_every_top_level_module_is_core_or_named_beyond_it():
-    assert sorted(p.stem for p in HELPERS.glob("*.py")) == sorted(["__init__"] + CORE + BEYOND)
-    assert sorted(p.name for p in HELPERS.iterdir() if (p / "__init__.py").is_file()) == \
-        sorted(SCAFFOLDING)
+    assert sorted(p.stem for p in HELPERS.glob("*.py")) == \
+        sorted(["__init__", "course"] + CORE + BEYOND)
+    assert sorted(p.name for p in HELPERS.iterdir() if (p / "__init__.py").is_file()) == PACKAGES
 
 
 def test_the_import_graph_is_read():
@@ -135,7 +137,7 @@ def test_beyond_the_core_builds_on_the_core_and_the_task(name):
     distributed on fsdp (13)."""
     imported = {top(target) for target in GRAPH[f"helpers.{name}"]}
     own = {"generation": {"gpt"}, "continuation": {"gpt", "generation"},
-           "distributed": {"fsdp"}, "bench": {"tokens"}}.get(name, set())
+           "distributed": {"fsdp"}}.get(name, set())
     assert imported <= set(CORE) | {"translation"} | own, sorted(imported)
 
 

@@ -1,12 +1,12 @@
 """The map of ``helpers/`` in its ``__init__`` docstring is true: it lists every module and
 subpackage once, and nothing else, and each row's notebooks include every notebook that shows
-that module's code in a marked cell (``helpers.course.sync.MANIFEST``)."""
+that module's code in a marked cell (``tests.tools.sync.MANIFEST``)."""
 
 import pkgutil
 import re
 
 import helpers
-from helpers.course.sync import MANIFEST
+from tests.tools.sync import MANIFEST
 
 ROW = re.compile(r"^``(\w+)``\s.*?\s(all|none|[\d, -]+)$")
 

@@ -1,6 +1,6 @@
 """Notebook 12's shipped models (``assets/nb12_models.pt``): they are what the notebook's
 ``RETRAIN = True`` branch trains, they rebuild with the corpus's vocabularies, and the retrain
-command (``python -m helpers.course --retrain-asset nb12``) writes a file that loads."""
+command (``python -m tests.tools --retrain-asset nb12``) writes a file that loads."""
 
 import json
 from dataclasses import replace
@@ -18,7 +18,7 @@ from helpers.continuation import (
     joint_vocab,
     load_models,
 )
-from helpers.course.tools import retrain_asset
+from tests.tools.commands import retrain_asset
 from helpers.gpt import GPT, GPTConfig
 from helpers.model import Transformer, TransformerConfig
 from helpers.translation import CORPUS_ARGS, make_corpus

@@ -1,10 +1,10 @@
 """Notebook 14's shipped translators (``assets/nb14_*.pt``): each retrains through the command's
-path (``python -m helpers.course --retrain-asset nb14_words`` and so on), here for 3 steps into a
+path (``python -m tests.tools --retrain-asset nb14_words`` and so on), here for 3 steps into a
 temporary folder, and each shipped file is the model its recipe names."""
 
 import pytest
 
-from helpers.course.tools import retrain_asset
+from tests.tools.commands import retrain_asset
 from helpers.training import load_checkpoint
 from helpers.translation import CORPUS_ARGS, make_corpus
 from helpers.translation.names import (

@@ -304,7 +304,7 @@ def test_negation_model_is_the_named_recipe():
 def test_retrain_asset_trains_the_named_model(tmp_path, monkeypatch):
     """A small version of ``--retrain-asset negation``: 3 steps on the negation corpus."""
     import helpers.translation
-    from helpers.course.tools import retrain_asset
+    from tests.tools.commands import retrain_asset
 
     monkeypatch.setattr(helpers.translation, "NEGATION_STEPS", 3)
     metadata = retrain_asset("negation", tmp_path / "neg.pt", progress=False)
@@ -316,12 +316,12 @@ def test_retrain_asset_trains_the_named_model(tmp_path, monkeypatch):
 
 
 def test_retrain_command_is_documented():
-    """``python -m helpers.course`` without a known flag prints its usage, which names the
+    """``python -m tests.tools`` without a known flag prints its usage, which names the
     retrain command; the README gives the same command."""
     import subprocess
     import sys
     from pathlib import Path
 
-    run = subprocess.run([sys.executable, "-m", "helpers.course"], capture_output=True, text=True,
+    run = subprocess.run([sys.executable, "-m", "tests.tools"], capture_output=True, text=True,
                          cwd=Path(__file__).resolve().parents[2])
     assert run.returncode == 2 and "--retrain-asset" in run.stdout

@@ -1,7 +1,7 @@
 """Every claim about a trained model holds on every CPU, with a margin: the thresholds that the
 notebooks assert and the ranges that the prose quotes agree with ``assets/sweep.json``, the
 sweep that retrained those models under emulated CPUs, thread counts and seeds
-(``python -m helpers.course --sweep``, :mod:`helpers.course.sweep`).
+(``python -m tests.tools --sweep``, :mod:`tests.tools.sweep`).
 
 The conventions the notebooks follow, and this test reads:
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course.sweep import METRICS, SWEEP_PATH
+from tests.tools.sweep import METRICS, SWEEP_PATH
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

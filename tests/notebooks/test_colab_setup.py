@@ -1,4 +1,4 @@
-"""Every notebook opens in Colab the same way, from the one address in helpers/course/__init__.py.
+"""Every notebook opens in Colab the same way, from the one address in helpers/course.py.
 
 - the first cell carries the notebook's own "Open in Colab" badge;
 - the second cell is exactly ``helpers.course.SETUP_CELL``, whose REPO_URL is the course's;
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from helpers import course
-from helpers.course import tools
+from tests.tools import commands as tools
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
@@ -350,7 +350,7 @@ except ModuleNotFoundError as error:
 
 
 def test_execute_in_place_stores_the_outputs_of_a_fresh_run(tmp_path):
-    """`python -m helpers.course --execute` runs every cell (an interact cell included, where
+    """`python -m tests.tools --execute` runs every cell (an interact cell included, where
     `jupyter nbconvert --execute` can stall) and saves the new outputs; a wrong path is refused."""
     import nbformat
 
@@ -362,14 +362,14 @@ def test_execute_in_place_stores_the_outputs_of_a_fresh_run(tmp_path):
                                   "_ = interact(lambda n: print('n is', n), n=(1, 3))"),
         nbformat.v4.new_code_cell("print(6 * 7)")]
     nbformat.write(notebook, path)
-    done = subprocess.run([sys.executable, "-m", "helpers.course", "--execute", str(path)],
+    done = subprocess.run([sys.executable, "-m", "tests.tools", "--execute", str(path)],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     cells = nbformat.read(path, as_version=4).cells
     printed = ["".join(o.get("text", "") for o in c.outputs) for c in cells]
     assert printed[0] == "threads 1\n" and printed[2] == "42\n"
     assert [c.execution_count for c in cells] == [1, 2, 3]
-    wrong = subprocess.run([sys.executable, "-m", "helpers.course", "--execute",
+    wrong = subprocess.run([sys.executable, "-m", "tests.tools", "--execute",
                             str(tmp_path / "missing.ipynb")], cwd=ROOT, capture_output=True,
                            text=True, timeout=60)
     assert wrong.returncode != 0 and "not a notebook file" in wrong.stderr

@@ -104,7 +104,7 @@ def test_every_use_names_a_known_exercise():
 
 @pytest.mark.parametrize("path", CASES)
 def test_later_cells_call_the_learners_answer(path, tmp_path):
-    from helpers.bench import execute_notebook  # does not stall at an interact cell
+    from tests.tools.bench import execute_notebook  # does not stall at an interact cell
     from helpers.pretrained import OFFLINE_VARIABLE  # notebook 15 offline, as the tests run it
 
     notebook = nbformat.read(path, as_version=4)

@@ -1,7 +1,7 @@
 """What a reader without a kernel sees: the stored outputs of the notebooks.
 
 - each figure once: a slider cell stores its widget, not a second copy of the figure that the cell
-  before it draws (``helpers.course.tools.drop_repeated_figures``, applied by ``--execute``);
+  before it draws (``tests.tools.commands.drop_repeated_figures``, applied by ``--execute``);
 - each notebook's first cell says how long running every cell takes, and the figure is true of
   the stored run (its cells' start and reply times), with a margin for another machine.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from helpers.course.tools import drop_repeated_figures
+from tests.tools.commands import drop_repeated_figures
 from tests.scheduling import notebook_seconds
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,7 +46,7 @@ def test_a_slider_cell_stores_no_second_figure(path):
         kinds = [kind for out in cell.get("outputs", []) for kind in out.get("data", {})]
         assert not any(kind.startswith("image/") for kind in kinds), (
             f"{path.name} cell {index}: the slider's stored output repeats a figure; re-execute "
-            f"the notebook with `python -m helpers.course --execute {path.relative_to(ROOT)}`")
+            f"the notebook with `python -m tests.tools --execute {path.relative_to(ROOT)}`")
 
 
 def stated_seconds(path) -> float:
@@ -79,10 +79,10 @@ def test_the_first_cell_states_the_run_time_of_the_stored_run(path):
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_the_stored_run_is_within_the_notebooks_limit(path):
-    """``helpers.bench``'s limits (a minute; 09 and 13, whose training and processes are the
+    """``tests.tools.bench``'s limits (a minute; 09 and 13, whose training and processes are the
     lesson, a minute and a half), held against the run that stored the outputs (one torch
-    thread). ``python -m helpers.bench --notebooks`` measures them afresh, side by side."""
-    from helpers.bench import notebook_limit
+    thread). ``python -m tests.tools.bench --notebooks`` measures them afresh, side by side."""
+    from tests.tools.bench import notebook_limit
 
     stored = notebook_seconds(path.stem)
     assert stored <= notebook_limit(path.name), (

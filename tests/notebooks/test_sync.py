@@ -1,4 +1,4 @@
-"""One source of truth (helpers/course/sync.py): every marked notebook cell is generated from
+"""One source of truth (tests/tools/sync.py): every marked notebook cell is generated from
 helpers/, the manifest covers every public definition of the core, and the check can fail: it
 prints a diff on drift and fails when a marker disappears."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import sync
+from tests.tools import sync
 
 ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -23,7 +23,7 @@ CORE = ["attention", "checks", "data", "decoding", "interop", "layers", "masks",
 
 def test_every_marked_cell_equals_helpers():
     found = sync.problems()
-    assert not found, "run python -m helpers.course.sync --write:\n\n" + "\n\n".join(found)
+    assert not found, "run python -m tests.tools.sync --write:\n\n" + "\n\n".join(found)
 
 
 def _public(module: str) -> list:

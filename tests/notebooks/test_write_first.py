@@ -12,7 +12,7 @@ has the reference's body (docstring aside): the answer copied under another name
 
 The learner's cell is the code cell, at or before the first ``check("name", fn)``,
 that defines ``fn``. A reference cell is one whose first line is a ``#@title Reference answer``
-(the marked cells of ``helpers/course/sync.py``'s manifest that name an exercise), or the first
+(the marked cells of ``tests/tools/sync.py``'s manifest that name an exercise), or the first
 cell after the check that defines an asked-for definition; collapsed means
 ``sync.is_collapsed``: hidden in JupyterLab (``jupyter.source_hidden``) and a Colab form
 (``cellView: "form"``, ``#@title``).
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import sync
+from tests.tools import sync
 from helpers.exercises import engine
 from helpers.exercises.stubs import is_stub_body
 

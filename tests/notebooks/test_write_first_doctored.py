@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers.course import sync
+from tests.tools import sync
 from helpers.exercises import engine
 from tests.notebooks.test_write_first import exercises, problems, source
 

@@ -1,12 +1,12 @@
 """Notebook 15's write-first exercise: the learner's stub, the check, how to open the reference,
 and the collapsed reference, whose code is helpers/pretrained.py's (the marker sits on the line
-below the ``#@title`` line, so helpers.course.sync, which reads first lines, does not see it yet).
+below the ``#@title`` line, so tests.tools.sync, which reads first lines, does not see it yet).
 """
 
 import json
 from pathlib import Path
 
-from helpers.course import sync
+from tests.tools import sync
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "notebooks" / "15_pretrained_translator.ipynb"
 CELLS = json.loads(NOTEBOOK.read_text(encoding="utf-8"))["cells"]

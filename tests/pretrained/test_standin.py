@@ -1,6 +1,6 @@
 """Notebook 15's offline stand-in, ``assets/nb15_marian/``: a small ``MarianMTModel`` trained on
 the course's corpus, loaded as the real model is (``save_pretrained``'s folder), and its
-retraining (``python -m helpers.course --retrain-asset marian``), run here for a few steps.
+retraining (``python -m tests.tools --retrain-asset marian``), run here for a few steps.
 
 What the notebook shows of it must hold on any CPU: its translations of the notebook's
 sentences are checked in float32 and in float64 (other last bits), with the course's decoders
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from helpers import pretrained
-from helpers.course.tools import retrain_asset
+from tests.tools.commands import retrain_asset
 from helpers.decoding import beam_search, greedy_decode
 from helpers.masks import padding_mask
 from helpers.pretrained import (

@@ -12,7 +12,7 @@ from pathlib import Path
 # The repository; SETUP_CELL repeats it, and a test holds the two equal.
 REPO_URL = "https://github.com/transformers-from-scratch/course"
 
-ROOT = Path(__file__).resolve().parents[2]  # the repository root (the ``course`` folder on Colab)
+ROOT = Path(__file__).resolve().parents[1]  # the repository root (the ``course`` folder on Colab)
 ASSETS = ROOT / "assets"
 
 _BADGE_SVG = "https://colab.research.google.com/assets/colab-badge.svg"
@@ -158,7 +158,7 @@ def _choose_threads() -> int:
 
 def setup(seed: int = 0):
     """The setup cell's work (Colab's widgets, torch threads, seeds); returns the fastest device."""
-    from ..utils import get_device, set_seed
+    from .utils import get_device, set_seed
 
     if on_colab():
         from google.colab import output

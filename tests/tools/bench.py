@@ -1,8 +1,8 @@
 """The course's benchmark: ratios measured side by side in one run, on the current machine.
 
-    python -m helpers.bench                    # everything (executing the notebooks takes minutes)
-    python -m helpers.bench --skip-notebooks   # only the model measurements (about a minute)
-    python -m helpers.bench --notebooks        # only the notebook table (--notebooks 09 14: two)
+    python -m tests.tools.bench                   # everything (the notebooks take minutes)
+    python -m tests.tools.bench --skip-notebooks  # only the model measurements (about a minute)
+    python -m tests.tools.bench --notebooks       # only the notebook table (--notebooks 09 14)
 
 Each comparison times its two sides in turn (:class:`Ratio`) and prints the median ratio with its
 spread: compare ratios, not absolute numbers, between machines. A script, not a test: shared
@@ -19,15 +19,15 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from .data import BOS_ID, EOS_ID, PAD_ID, batches, encode_pairs
-from .decoding import beam_search, greedy_decode
-from .interop import to_torch, torch_attn_mask, torch_key_padding_mask
-from .model import TransformerConfig, build_model
-from .training import label_smoothed_nll
-from .translation import CORPUS_ARGS, load_translator, make_corpus
-from .utils import get_device, set_seed
+from helpers.data import BOS_ID, EOS_ID, PAD_ID, batches, encode_pairs
+from helpers.decoding import beam_search, greedy_decode
+from helpers.interop import to_torch, torch_attn_mask, torch_key_padding_mask
+from helpers.model import TransformerConfig, build_model
+from helpers.training import label_smoothed_nll
+from helpers.translation import CORPUS_ARGS, load_translator, make_corpus
+from helpers.utils import get_device, set_seed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # Seconds that "run all" of a notebook may take on one core (09 trains live, 13 starts processes)
 NOTEBOOK_LIMITS = {"09": 90, "13": 90}
 DEFAULT_NOTEBOOK_LIMIT = 60

@@ -260,7 +260,7 @@ def problems(write: bool = False, root: Path = ROOT, manifest: dict = MANIFEST) 
 
 def main(argv: list, root: Path = ROOT, manifest: dict = MANIFEST) -> int:
     if argv not in (["--check"], ["--write"]):
-        print("usage: python -m helpers.course.sync --check | --write")
+        print("usage: python -m tests.tools.sync --check | --write")
         return 2
     write = argv == ["--write"]
     found = problems(write, root, manifest)

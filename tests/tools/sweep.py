@@ -1,4 +1,4 @@
-"""The sweep (``python -m helpers.course --sweep``): every trained-model result that a notebook
+"""The sweep (``python -m tests.tools --sweep``): every trained-model result that a notebook
 asserts or quotes (:data:`METRICS`), retrained in fresh processes under the emulated CPUs
 (``ATEN_CPU_CAPABILITY``, ``MKL_CBWR``), thread counts and seeds of :data:`RUNS`; its ranges go
 to ``assets/sweep.json``, which ``tests/notebooks/test_claims.py`` checks the notebooks against."""
@@ -58,12 +58,12 @@ METRICS = {
 
 def _notebook_09(seed: int) -> dict:
     """Notebook 09's training (350 steps of 128 pairs) and its scores; pitfall T1's two runs."""
-    from ..data import PAD_ID, batches, encode_pairs
-    from ..model import TransformerConfig, build_model
-    from ..training import label_smoothed_nll, make_optimizer, train, translation_loss
-    from ..translation import CORPUS_ARGS, make_corpus, train_translator
-    from ..translation.evaluation import bleu, exact_match, translate
-    from ..utils import set_seed
+    from helpers.data import PAD_ID, batches, encode_pairs
+    from helpers.model import TransformerConfig, build_model
+    from helpers.training import label_smoothed_nll, make_optimizer, train, translation_loss
+    from helpers.translation import CORPUS_ARGS, make_corpus, train_translator
+    from helpers.translation.evaluation import bleu, exact_match, translate
+    from helpers.utils import set_seed
 
     corpus = make_corpus(**CORPUS_ARGS)
     src, tgt = corpus.src_vocab, corpus.tgt_vocab
@@ -104,11 +104,17 @@ def _notebook_12(seed: int) -> dict:
     """Notebook 12's two models (200 steps of 64 pairs, no dropout) and the cells that read them."""
     import torch
 
-    from ..continuation import continue_translations, prompt_ids, train_gpt
-    from ..generation import generate
-    from ..gpt import GPTConfig
-    from ..model import TransformerConfig
-    from ..translation import CORPUS_ARGS, exact_match, make_corpus, train_translator, translate
+    from helpers.continuation import continue_translations, prompt_ids, train_gpt
+    from helpers.generation import generate
+    from helpers.gpt import GPTConfig
+    from helpers.model import TransformerConfig
+    from helpers.translation import (
+        CORPUS_ARGS,
+        exact_match,
+        make_corpus,
+        train_translator,
+        translate,
+    )
 
     corpus = make_corpus(**CORPUS_ARGS)
     budget = dict(steps=200, batch_size=64, seed=seed, progress=False)
@@ -146,7 +152,7 @@ def _notebook_12(seed: int) -> dict:
 
 def _notebook_14(seed: int) -> dict:
     """Notebook 14's three translators and their scores on the three test sets."""
-    from ..translation import CORPUS_ARGS, make_corpus, names
+    from helpers.translation import CORPUS_ARGS, make_corpus, names
 
     named = names.name_corpus(make_corpus(**CORPUS_ARGS))
     vocabularies = names.named_vocabularies(named)
@@ -180,7 +186,7 @@ def _start(run: dict) -> dict:
     env.update(run["switches"], OMP_NUM_THREADS=str(run["threads"]), PYTHONHASHSEED="0",
                OMP_WAIT_POLICY="PASSIVE")  # two runs share the cores: no thread spins idle
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "helpers.course.sweep", "--one",
+    done = subprocess.run([sys.executable, "-m", "tests.tools.sweep", "--one",
                            json.dumps(run)], cwd=ROOT, env=env, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"sweep run {run} failed:\n{done.stderr[-3000:]}")

@@ -1,18 +1,18 @@
-"""The contributor's commands (``python -m helpers.course``): assets, outputs, retraining."""
+"""The contributor's commands (``python -m tests.tools``): assets, outputs, retraining."""
 
 import inspect
 import os
 import time
 from pathlib import Path
 
-from . import ASSETS
+from helpers.course import ASSETS
 
 
 def write_assets(folder: Path = ASSETS) -> list:
     """Redraw the figures kept in ``assets/`` and return their paths."""
     import matplotlib.pyplot as plt
 
-    from ..figures import architecture_figure
+    from helpers.figures import architecture_figure
 
     path = Path(folder) / "architecture.png"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -43,8 +43,8 @@ def execute_in_place(paths) -> None:
             raise SystemExit(f"not a notebook file: {path}")
     import nbformat
 
-    from ..bench import execute_notebook
-    from ..pretrained import OFFLINE_VARIABLE
+    from helpers.pretrained import OFFLINE_VARIABLE
+    from tests.tools.bench import execute_notebook
 
     for path in paths:
         notebook = nbformat.read(path, as_version=4)
@@ -73,20 +73,20 @@ def retrain_asset(which: str = "translator", path=None, progress: bool = True) -
     if which not in RETRAINABLE:
         raise ValueError(f"expected one of {sorted(RETRAINABLE)}, got {which!r}")
     if which == "nb12":
-        from ..continuation import retrain_models
+        from .retrain import retrain_models
 
         return retrain_models(path, progress)
     if which == "marian":
-        from ..pretrained import retrain_standin
+        from .retrain import retrain_standin
 
         return retrain_standin(path, progress)
     if which.startswith("nb14_"):
-        from ..translation.names import retrain_named
+        from .retrain import retrain_named
 
         return retrain_named(which.removeprefix("nb14_"), path, progress)
-    from .. import translation as task
-    from ..model import TransformerConfig
-    from ..training import save_checkpoint
+    from helpers import translation as task
+    from helpers.model import TransformerConfig
+    from helpers.training import save_checkpoint
 
     parameters = inspect.signature(task.train_translator).parameters.values()
     defaults = {p.name: p.default for p in parameters

@@ -1,14 +1,14 @@
-"""``python -m helpers.course``: the contributor's commands of :mod:`helpers.course.tools`."""
+"""``python -m tests.tools``: the contributor's commands of :mod:`tests.tools.commands`."""
 
 import sys
 
-from .tools import RETRAINABLE, execute_in_place, retrain_asset, write_assets
+from .commands import RETRAINABLE, execute_in_place, retrain_asset, write_assets
 
-USAGE = ("usage: python -m helpers.course --write-assets\n"
-         "       python -m helpers.course --execute notebooks/NN_name.ipynb [...]\n"
-         f"       python -m helpers.course --retrain-asset [{'|'.join(RETRAINABLE)}] [PATH]"
+USAGE = ("usage: python -m tests.tools --write-assets\n"
+         "       python -m tests.tools --execute notebooks/NN_name.ipynb [...]\n"
+         f"       python -m tests.tools --retrain-asset [{'|'.join(RETRAINABLE)}] [PATH]"
          "   (two torch threads)\n"
-         "       python -m helpers.course --sweep [--jobs N] [--notebooks NN ...]   "
+         "       python -m tests.tools --sweep [--jobs N] [--notebooks NN ...]   "
          "(assets/sweep.json)")
 
 def _sweep_options(args: list[str]) -> dict | None:
