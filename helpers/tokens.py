@@ -5,7 +5,6 @@ the pair whose left, then right, token came first in the vocabulary: the rule of
 ``BpeTrainer``, whose merges :func:`train_bpe` reproduces given its starting vocabulary.
 """
 
-import json
 import re
 from collections import Counter
 from functools import lru_cache
@@ -191,22 +190,6 @@ def byte_symbols(word: str) -> str:
 def attention_cost(lengths) -> int:
     """Query-key pairs that self-attention scores over sentences of these lengths: sum L^2."""
     return sum(length * length for length in lengths)
-
-
-def write_prose_snapshot() -> None:
-    """Rewrite ``assets/course_prose.txt``: the markdown of notebooks 00-13 without code blocks,
-    formulas and link addresses, one paragraph per line."""
-    paragraphs = []
-    for path in sorted((ROOT / "notebooks").glob("[01][0-9]_*.ipynb")):
-        if int(path.name[:2]) > 13:
-            continue
-        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-            if cell["cell_type"] != "markdown":
-                continue
-            text = re.sub(r"```.*?```|\$\$.*?\$\$", " ", "".join(cell["source"]), flags=re.S)
-            text = re.sub(r"\]\([^)]*\)", "]", text)  # [words](address) -> [words]
-            paragraphs += [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
-    PROSE.write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
 
 
 def course_prose(path: Path = PROSE) -> list:

@@ -47,6 +47,12 @@ def _raised_by_course(error: BaseException) -> bool:
     return where.startswith(_HELPERS) and not where.startswith(str(Path(__file__).parent))
 
 
+def whole(error: BaseException) -> BaseException:
+    """``error``, marked to reach the learner whole: a checker's own words, which say what to do."""
+    error.whole = True
+    return error
+
+
 @dataclass(frozen=True)
 class Problem:
     """What differs first, in one phrase, and what to try when no known pitfall matches."""

@@ -1,6 +1,4 @@
-"""The exercise engine: ``Case``, ``Pitfall``, ``Exercise``, ``slip``, ``check`` and ``solution``.
-Each notebook's module (``nb01.py``, ...) holds its exercises in a dict ``EXERCISES``, imported
-only when one of them is first checked (:data:`MODULES` says which module holds which)."""
+"""The exercise engine: ``Case``, ``Pitfall``, ``Exercise``, ``slip``, ``check``, ``solution``."""
 
 import contextlib
 import functools
@@ -27,7 +25,8 @@ PASS, FAIL, TODO, HINT = "✅", "❌", "⏳", "💡"
 # under 2 ms; 10 s leaves room for Python loops and torch's lazy loading (about 1 s).
 TIME_LIMIT = 10.0
 
-# Each module's exercises, in the notebooks' order (a test checks them against its EXERCISES).
+# Each module's exercises, in the notebooks' order (a test checks them against its EXERCISES); a
+# module is imported when one of its exercises is first checked.
 _BY_MODULE = {
     "nb00": "batch_first",
     "nb01": "scaled_dot_product_attention masked_softmax",

@@ -26,17 +26,17 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 _FILL = "scores = scores.masked_fill(blocked, torch.finfo(scores.dtype).min)"
 _ZERO, _MIN = "return weights.masked_fill(blocked, 0.0)", "torch.finfo(scores.dtype).min"
 _SOFTMAX_SLIPS = slips(masked_softmax, (  # carried into attention below
-    ("A3", "inverted mask", [("blocked = ~mask", "blocked = mask")], None),
-    ("A2", "mask after softmax (zeros)", [(_FILL, "")], None),
+    ("A3", "inverted mask", ("blocked = ~mask", "blocked = mask"), None),
+    ("A2", "mask after softmax (zeros)", (_FILL, ""), None),
     ("A2", "mask after softmax (-inf)", [(_FILL, ""), ("0.0)", "float('-inf'))")], None),
-    ("A4", "softmax over the queries", [("dim=-1", "dim=-2")], None),
-    ("A4", "softmax over axis 1", [("dim=-1", "dim=1")], None),
-    ("A4", "softmax over axis 2", [("dim=-1", "dim=2")], None),
+    ("A4", "softmax over the queries", ("dim=-1", "dim=-2"), None),
+    ("A4", "softmax over axis 1", ("dim=-1", "dim=1"), None),
+    ("A4", "softmax over axis 2", ("dim=-1", "dim=2"), None),
     ("A5", "NaN for a fully masked row", [(_MIN, "float('-inf')"), (_ZERO, "return weights")],
      None),
     ("A5", "uniform weights for a fully masked row", [(_MIN, "-1e9"), (_ZERO, "return weights")],
      None),
-    (None, "scores multiplied by the mask", [(_FILL, "scores = scores * mask")], "a blocked "
+    (None, "scores multiplied by the mask", (_FILL, "scores = scores * mask"), "a blocked "
      "score of 0 (scores * mask, or masked_fill with 0) still takes a share of the softmax, since "
      "e^0 = 1: fill blocked scores with torch.finfo(scores.dtype).min before the softmax."),
     (None, "softmax, zero, renormalise", [(_FILL, ""), (
@@ -48,7 +48,7 @@ _SOFTMAX_SLIPS = slips(masked_softmax, (  # carried into attention below
         (_ZERO, "weights[blocked] = 0.0\n    return weights")],
      "scores[~mask] = ... needs a mask of the scores' exact shape, and masks here broadcast (size "
      "1 on shared axes): use scores.masked_fill(~mask, ...), which broadcasts."),
-    (None, "-1e9 in float16", [(_MIN, "-1e9")], "-1e9 does not fit in float16 (largest: 65504): "
+    (None, "-1e9 in float16", (_MIN, "-1e9"), "-1e9 does not fit in float16 (largest: 65504): "
      "fill with torch.finfo(scores.dtype).min, the right value for every dtype.")))
 
 # Attention with its masking steps done by a masked-softmax slip (``names`` puts it in place).
@@ -62,27 +62,26 @@ _A1_SIZE = ("divide by the square root of the key dimension of one head, d_k = q
             "of keys.")
 _SQRT = "/ math.sqrt(d_k)"
 ATTENTION_SLIPS = slips(scaled_dot_product_attention, (  # notebook 03 carries them up
-    ("A1", "no scaling", [(_SQRT, "")], None),
-    ("A1", "divided by d_k", [(_SQRT, "/ d_k")], None),
-    ("A1", "multiplied by sqrt(d_k)", [(_SQRT, "* math.sqrt(d_k)")], "divide by the square root "
+    ("A1", "no scaling", (_SQRT, ""), None),
+    ("A1", "divided by d_k", (_SQRT, "/ d_k"), None),
+    ("A1", "multiplied by sqrt(d_k)", (_SQRT, "* math.sqrt(d_k)"), "divide by the square root "
      "of the key dimension of one head: / math.sqrt(d_k), not * math.sqrt(d_k)."),
-    ("A1", "scaled by sqrt(d_v)", [("= query.shape[-1]", "= value.shape[-1]")], _A1_SIZE),
-    ("A1", "scaled by sqrt(Lk)", [("= query.shape[-1]", "= key.shape[-2]")], _A1_SIZE),
+    ("A1", "scaled by sqrt(d_v)", ("= query.shape[-1]", "= value.shape[-1]"), _A1_SIZE),
+    ("A1", "scaled by sqrt(Lk)", ("= query.shape[-1]", "= key.shape[-2]"), _A1_SIZE),
     (None, "the weights scaled after the softmax", [(_SQRT, ""), ("mixed =", "weights = weights "
                                                                  + _SQRT + "\n    mixed =")],
      "divide the scores by sqrt(d_k) before the softmax; dividing the weights afterwards leaves "
      "rows that no longer sum to 1."),
-    ("A3", "inverted mask", [("d_k =", "mask = None if mask is None else ~mask\n    d_k =")],
-     None),
-    (None, "key.T", [("key.transpose(-2, -1)", "key.permute(*range(key.dim())[::-1])")],
+    ("A3", "inverted mask", ("d_k =", "mask = None if mask is None else ~mask\n    d_k ="), None),
+    (None, "key.T", ("key.transpose(-2, -1)", "key.permute(*range(key.dim())[::-1])"),
      "key.T reverses every axis of a batch: swap only the last two with key.transpose(-2, -1), "
      "so that any number of leading axes works."),
-    (None, "key.transpose(1, 2)", [("transpose(-2, -1)", "transpose(1, 2)")], "transpose(1, 2) "
+    (None, "key.transpose(1, 2)", ("transpose(-2, -1)", "transpose(1, 2)"), "transpose(1, 2) "
      "swaps the last two axes of a 3-D key only; with heads, (B, h, L, d_k), it swaps h and L: "
      "use key.transpose(-2, -1)."),
-    (None, "(weights, output)", [("mixed @ value, weights", "weights, mixed @ value")],
+    (None, "(weights, output)", ("mixed @ value, weights", "weights, mixed @ value"),
      "return the tuple in the order (output, weights)."),
-    (None, "mask ignored", [("d_k =", "mask = None\n    d_k =")], "use the mask: fill the "
+    (None, "mask ignored", ("d_k =", "mask = None\n    d_k ="), "use the mask: fill the "
      "scores where it is False before the softmax (masked_softmax from section 3 does it)."),
 )) + tuple(Pitfall(p.id, p.name, slip(scaled_dot_product_attention, *_VIA_SOFTMAX, names={
     "masked_softmax": p.variant}), p.hint) for p in _SOFTMAX_SLIPS[1:-1])

@@ -36,24 +36,24 @@ _FIRST_ROWS = ("position p of the batch gets row p of the table: add pe[:L], the
                "with L = x.shape[1].")
 _EXP, _BLOCK = "(2 * i / d_model)", "M[2 * i: 2 * i + 2, 2 * i: 2 * i + 2]"
 _TABLE_SLIPS = slips(sinusoidal_encoding, (
-    ("P1", "doubled exponent", [("(two_i / d_model)", "(2 * two_i / d_model)")], None),
-    ("P2", "halves instead of interleaved", [("if not interleaved", "if 1")], None),
-    ("P3", "first frequency off by one", [("(two_i / d_model)", "((two_i + 2) / d_model)")], None),
+    ("P1", "doubled exponent", ("(two_i / d_model)", "(2 * two_i / d_model)"), None),
+    ("P2", "halves instead of interleaved", ("if not interleaved", "if 1"), None),
+    ("P3", "first frequency off by one", ("(two_i / d_model)", "((two_i + 2) / d_model)"), None),
     ("P5", "sin and cos swapped", [("0::2] = torch.sin", "1::2] = torch.sin"),
                                    ("1::2] = torch.cos", "0::2] = torch.cos")], None),
-    (None, "halved exponent", [("(two_i / d_model)", "(two_i / 2 / d_model)")], "the exponent is "
+    (None, "halved exponent", ("(two_i / d_model)", "(two_i / 2 / d_model)"), "the exponent is "
      "2i/d_model, with 2i the even column index (0, 2, 4, ...), not the pair index i (0, 1, 2, "
      "...)."),
-    (None, "multiplied by the power", [("position / base", "position * base")], "w_i = base ** "
+    (None, "multiplied by the power", ("position / base", "position * base"), "w_i = base ** "
      "(-2i/d_model) is below 1: divide the position by base ** (2i/d_model), do not multiply."),
     (None, "one frequency per column", [("arange(0, d_model, 2,", "arange(0, d_model, 1,"),
                                         ("sin(angle)", "sin(angle[:, 0::2])"),
                                         ("cos(angle)", "cos(angle[:, 1::2])")], "both columns of a "
      "pair share one angle: column 2i+1 uses the frequency of column 2i, base ** (-2i/d_model)."),
-    (None, "base ignored", [("/ base **", "/ 10000.0 **")], _BASE),
-    (None, "positions from 1", [("arange(max_len,", "arange(1, max_len + 1,")], "positions start "
+    (None, "base ignored", ("/ base **", "/ 10000.0 **"), _BASE),
+    (None, "positions from 1", ("arange(max_len,", "arange(1, max_len + 1,"), "positions start "
      "at 0: row 0 is sin 0, cos 0, ... = 0, 1, 0, 1, ...; use torch.arange(max_len)."),
-    (None, "integer exponent", [("(two_i / d_model)", "(two_i // d_model)")], "every column pair "
+    (None, "integer exponent", ("(two_i / d_model)", "(two_i // d_model)"), "every column pair "
      "turns at frequency 1: is 2 * i // d_model (integer division, always 0) in your exponent? "
      "Use / for 2i / d_model.")))
 _ADD_SLIPS = swaps(add_positional_encoding, "x + pe[:L]", (
@@ -75,18 +75,18 @@ _ADD_SLIPS = swaps(add_positional_encoding, "x + pe[:L]", (
     (None, "multiplied", "x * pe[:L]", "the encoding is added to the embeddings (x + pe[:L]), not "
      "multiplied.")))
 _ROTATION_SLIPS = slips(pe_rotation, (
-    (None, "rotation by -k", [(", math.sin(angle)", ", -math.sin(angle)")], "your matrix rotates "
+    (None, "rotation by -k", (", math.sin(angle)", ", -math.sin(angle)"), "your matrix rotates "
      "by -k (it gives PE[p - k]): check the signs, sin(a + b) = sin a cos b + cos a sin b."),
-    ("P2", "blocks on the two halves", [(_BLOCK, "M[i::d_model // 2, i::d_model // 2]")], None),
-    ("P1", "doubled exponent", [(_EXP, "(4 * i / d_model)")], None),
-    (None, "halved exponent", [(_EXP, "(i / d_model)")], "pair i turns by k * w_i with w_i = "
+    ("P2", "blocks on the two halves", (_BLOCK, "M[i::d_model // 2, i::d_model // 2]"), None),
+    ("P1", "doubled exponent", (_EXP, "(4 * i / d_model)"), None),
+    (None, "halved exponent", (_EXP, "(i / d_model)"), "pair i turns by k * w_i with w_i = "
      "base ** (-2i/d_model): 2i in the exponent, not i."),
-    (None, "no frequency", [("k / base ** " + _EXP, "k")], "pair i turns by k * w_i, not by k: "
+    (None, "no frequency", ("k / base ** " + _EXP, "k"), "pair i turns by k * w_i, not by k: "
      "include w_i = base ** (-2i/d_model)."),
-    (None, "base ignored", [("k / base", "k / 10000.0")], _BASE),
-    (None, "blocks at i", [(_BLOCK, "M[i: i + 2, i: i + 2]")], "pair i's block sits on rows and "
+    (None, "base ignored", ("k / base", "k / 10000.0"), _BASE),
+    (None, "blocks at i", (_BLOCK, "M[i: i + 2, i: i + 2]"), "pair i's block sits on rows and "
      "columns 2i and 2i+1 (M[2*i:2*i+2, 2*i:2*i+2]), so the blocks do not overlap."),
-    (None, "sin on the diagonal", [("c, s =", "s, c =")], "the block is [[cos b, sin b], [-sin b, "
+    (None, "sin on the diagonal", ("c, s =", "s, c ="), "the block is [[cos b, sin b], [-sin b, "
      "cos b]]: cosines on the diagonal.")))
 
 

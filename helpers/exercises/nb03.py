@@ -4,7 +4,7 @@
 import torch
 
 from ..attention import MultiHeadAttention, merge_heads, scaled_dot_product_attention, split_heads
-from .cases import causal, randn, seeded, slips
+from .cases import causal, padded, randn, seeded, slips
 from .engine import Case, Exercise, ModuleCase, Pitfall, slip
 from .nb01 import ATTENTION_SLIPS
 
@@ -19,28 +19,28 @@ _RAW = slip(scaled_dot_product_attention, ("check_attention_inputs(query, key, v
                                            "pass"))
 _RAW_MERGE = lambda query, x: x.transpose(1, 2).reshape(*query.shape[:2], -1)
 SPLIT_SLIPS = slips(split_heads, (
-    ("H1", "view(B, L, d_k, h)", [("num_heads, d_k)", "d_k, num_heads)")], None),
+    ("H1", "view(B, L, d_k, h)", ("num_heads, d_k)", "d_k, num_heads)"), None),
     ("H1", "view(B, L, d_k, h), heads moved forward",
      [("num_heads, d_k)", "d_k, num_heads)"), (_T, "x.permute(0, 3, 1, 2)")], None),
     ("H1", "view(B, h, L, d_k) without transpose", [("L, num_heads,", "num_heads, L,"), (_T, "x")],
      None),
-    (None, "missing transpose", [(_T, "x")], "after view(B, L, h, d_k), swap the L and h axes "
+    (None, "missing transpose", (_T, "x"), "after view(B, L, h, d_k), swap the L and h axes "
      "with transpose(1, 2) to get (B, h, L, d_k)."),
-    (None, "transpose(1, 3)", [(_T, "x.transpose(1, 3)")], "after view(B, L, h, d_k), swap the "
+    (None, "transpose(1, 3)", (_T, "x.transpose(1, 3)"), "after view(B, L, h, d_k), swap the "
      "L and h axes, axes 1 and 2: transpose(1, 2). transpose(1, 3) swaps L with d_k."),
-    (None, "d_k a float", [('head_size(d_model, num_heads, "split_heads")', "d_model / num_heads")],
+    (None, "d_k a float", ('head_size(d_model, num_heads, "split_heads")', "d_model / num_heads"),
      "d_model / num_heads is a float (6.0), and view needs whole numbers: "
      "d_k = d_model // num_heads.")))
 MERGE_SLIPS = slips(merge_heads, (
-    ("H2", "reshape without transposing back", [("x = " + _T, "pass")], None),
-    (None, "view after transpose", [("x.reshape(", "x.view(")], "after transpose the memory is no "
+    ("H2", "reshape without transposing back", ("x = " + _T, "pass"), None),
+    (None, "view after transpose", ("x.reshape(", "x.view("), "after transpose the memory is no "
      "longer in order, so view fails: use .reshape(...) or .contiguous().view(...)."),
-    (None, "d_k before h", [(_T, "x.permute(0, 2, 3, 1)")], "put the axes in the order (B, L, h, "
+    (None, "d_k before h", (_T, "x.permute(0, 2, 3, 1)"), "put the axes in the order (B, L, h, "
      "d_k) before reshaping, with transpose(1, 2): d_k before h interleaves the heads' features."),
-    (None, "transpose(2, 3)", [(_T, "x.transpose(2, 3)")], "swap the head axis and the token axis, "
+    (None, "transpose(2, 3)", (_T, "x.transpose(2, 3)"), "swap the head axis and the token axis, "
      "transpose(1, 2), to get (B, L, h, d_k); transpose(2, 3) swaps L and d_k."),
-    (None, "heads summed", [("x.reshape(B, L, h * d_k)", "x.sum(dim=2)")], _SIDE),
-    (None, "heads averaged", [("x.reshape(B, L, h * d_k)", "x.mean(dim=2)")], _SIDE)))
+    (None, "heads summed", ("x.reshape(B, L, h * d_k)", "x.sum(dim=2)"), _SIDE),
+    (None, "heads averaged", ("x.reshape(B, L, h * d_k)", "x.mean(dim=2)"), _SIDE)))
 
 _ATTEND, _OUT = "out, weights = self.attend(q, k, v, mask,", "return self.w_o(merge_heads(out))"
 _K, _V = "self.w_k(key)", "self.w_v(value)"
@@ -51,7 +51,7 @@ MHA_SLIPS = slips(MultiHeadAttention, (
                                        " ** 0.5, k, v, mask,")], None),
     ("A6", "scaled twice", [(_ATTEND, "out, weights = self.attend(q / self.d_k ** 0.5, k, v, "
                                       "mask,")], None),
-    ("H3", "no output projection", [(_OUT, "return merge_heads(out)")], None),
+    ("H3", "no output projection", (_OUT, "return merge_heads(out)"), None),
     (None, "keys and values from query", [(_K, "self.w_k(query)"), (_V, "self.w_v(query)")],
      "take the keys from key and the values from value: in cross-attention they are another "
      "sequence than query."),
@@ -60,9 +60,9 @@ MHA_SLIPS = slips(MultiHeadAttention, (
      "way round."),
     (None, "w_q for everything", [(_K, "self.w_q(key)"), (_V, "self.w_q(value)")], _QKV),
     (None, "w_k and w_v swapped", [(_K, "self.w_v(key)"), (_V, "self.w_k(value)")], _QKV),
-    (None, "w_o before the merge", [(_OUT, "return merge_heads(self.w_o(out))")],
+    (None, "w_o before the merge", (_OUT, "return merge_heads(self.w_o(out))"),
      "merge the heads first, (B, h, Lq, d_k) -> (B, Lq, d_model), then apply w_o."),
-    (None, "output and weights returned", [(_OUT, _OUT + ", weights")],
+    (None, "output and weights returned", (_OUT, _OUT + ", weights"),
      "forward returns the output (B, Lq, d_model) only, not (output, weights)."),
     (None, "the mask's head axis dropped", [(_ATTEND, "mask = mask if mask is None else mask[:, 0]"
                                                       "\n    " + _ATTEND)],
@@ -104,16 +104,15 @@ def _mha_cases(g):
         return ModuleCase(label, (query, key, value, mask), weights_of=MultiHeadAttention,
                           init={"d_model": d_model, "num_heads": heads})
 
-    padding = torch.tensor([[True] * 6, [True] * 4 + [False] * 2])[:, None, None, :]
     return [
         case("self-attention, d_model=24, 4 heads (d_k=6), no mask", 24, 4, 5),
         case("cross-attention, 3 queries, 6 keys, padding mask (B, 1, 1, 6)", 24, 4, 3, 6,
-             padding),
+             padded(2, 6)),
         case("look-ahead mask (1, 1, 4, 4), d_model=16, 2 heads", 16, 2, 4, 0,
              causal(4)[None, None]),
         case("batch of 1, d_model=8, one head", 8, 1, 2, 3, batch=1),
         case("one query (Lq=1), 5 keys, d_model=24, 4 heads", 24, 4, 1, 5),
-        case("2 sentences, 2 heads, padding mask (B, 1, 1, 6)", 16, 2, 3, 6, padding),
+        case("2 sentences, 2 heads, padding mask (B, 1, 1, 6)", 16, 2, 3, 6, padded(2, 6)),
     ]
 
 

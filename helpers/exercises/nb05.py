@@ -8,7 +8,7 @@ import torch
 
 from ..layers import EncoderLayer, residual_sublayer
 from ..positional import sinusoidal_encoding
-from .cases import padded, randn, slips, with_random_norms
+from .cases import exercise, padded, randn, with_random_norms
 from .engine import Case, Exercise, ModuleCase, Pitfall, slip
 
 
@@ -18,33 +18,6 @@ def embed_tokens(tokens: torch.Tensor, weight: torch.Tensor, pe: torch.Tensor) -
     L = tokens.shape[1]  # the sentence length
     x = weight[tokens] * math.sqrt(d_model)  # (B, L, d_model): scale the tokens only (section 3.4)
     return x + pe[:L]  # the first L positions (rows), broadcast over the batch
-
-
-_SQRT = "the factor is sqrt(d_model), the width weight.shape[1]"
-EMBED_PITFALLS = slips(embed_tokens, [
-    ("T2", "embeddings not scaled", [(" * math.sqrt(d_model)", "")], None),
-    ("T2", "positional encoding scaled too",
-     [("x + pe[:L]", "x + pe[:L] * math.sqrt(d_model)")], None),
-    (None, "times d_model", [("math.sqrt(d_model)", "d_model")],
-     "the factor is the square root of d_model: math.sqrt(d_model), not d_model."),
-    (None, "divided by sqrt(d_model)", [("* math", "/ math")],
-     "multiply the embeddings by sqrt(d_model), do not divide."),
-    (None, "sqrt of the vocabulary size", [("weight.shape[1]", "weight.shape[0]")],
-     "d_model is weight.shape[1], the width; weight.shape[0] is the vocabulary size."),
-    ("P4", "pe sliced on the features", [("pe[:L]", "pe[:, :L]")], None),
-    ("E1", "pe not sliced", [("pe[:L]", "pe")], None),
-    ("E1", "pe sliced by the batch size", [("tokens.shape[1]", "tokens.shape[0]")],
-     "L is the length, tokens.shape[1]; tokens.shape[0] is the batch size B."),
-    ("E1", "one row per sentence", [("pe[:L]", "pe[:tokens.shape[0]][:, None]")],
-     "each position gets its own row: pe[:L] (L = tokens.shape[1]), broadcast over the batch."),
-    ("E1", "rows 1..L", [("pe[:L]", "pe[1:L + 1]")],
-     "positions count from 0: the first token gets row 0, so add pe[:L], not pe[1:L + 1]."),
-    ("E2", "positions looked up by token id", [("pe[:L]", "pe[tokens]")], None),
-    (None, "sqrt(max_len)", [("math.sqrt(d_model)", "math.sqrt(pe.shape[0])")],
-     f"{_SQRT}; pe.shape[0] is max_len."),
-    (None, "sqrt(L)", [("math.sqrt(d_model)", "math.sqrt(L)")],
-     f"{_SQRT}, not the square root of the sentence length."),
-])
 
 
 def _embed_tokens_cases(g):
@@ -59,18 +32,13 @@ def _embed_tokens_cases(g):
             case("d_model=64, L=7, V=20", 2, 7, 20, 64, 10)]
 
 
-# notebook 04's residual_sublayer with one slip, carried into the layers (also by nb07)
-PRE_ALWAYS = slip(residual_sublayer, ("if norm_first:", "if True:"))
-POST_ALWAYS = slip(residual_sublayer, ("if norm_first:", "if False:"))
-NORM_OUTPUT_ONLY = slip(residual_sublayer,
-                        ("return norm(x + sublayer(x))", "return x + norm(sublayer(x))"))
+# notebook 04's residual_sublayer with one slip, as the ``names`` of a layer's slip (also nb07's)
+PRE_ALWAYS = {"residual_sublayer": slip(residual_sublayer, ("if norm_first:", "if True:"))}
+POST_ALWAYS = {"residual_sublayer": slip(residual_sublayer, ("if norm_first:", "if False:"))}
+NORM_OUTPUT_ONLY = {"residual_sublayer": slip(
+    residual_sublayer, ("return norm(x + sublayer(x))", "return x + norm(sublayer(x))"))}
 NO_SKIP = slip(residual_sublayer, ("return x + sublayer(norm(x))", "return sublayer(norm(x))"),
                ("return norm(x + sublayer(x))", "return norm(sublayer(x))"))
-
-
-def layer_slip(layer, *edits, residual=None):
-    """``layer``'s forward with ``edits``; ``residual``: a residual_sublayer slip for every call."""
-    return slip(layer, *edits, names={"residual_sublayer": residual} if residual else None)
 
 
 def no_skip(layer, sublayer):
@@ -100,13 +68,13 @@ def _encoder_layer_cases(g):
 
 _ATTEND = "self.self_attn(y, y, y, mask)"
 _FIRST, _SECOND = "self_attention, self.norm1", "feed_forward, self.norm2"
-_enc = functools.partial(layer_slip, EncoderLayer)
+_enc = functools.partial(slip, EncoderLayer)
 ENCODER_PITFALLS = (
-    Pitfall("L1", "always pre-norm", _enc(residual=PRE_ALWAYS)),
-    Pitfall("L1", "always post-norm", _enc(residual=POST_ALWAYS)),
+    Pitfall("L1", "always pre-norm", _enc(names=PRE_ALWAYS)),
+    Pitfall("L1", "always post-norm", _enc(names=POST_ALWAYS)),
     Pitfall("L2", "no residual around self-attention", no_skip(EncoderLayer, "self_attention")),
     Pitfall("L2", "no residual around the feed-forward", no_skip(EncoderLayer, "feed_forward")),
-    Pitfall("L3", "LayerNorm on the sub-layer's output only", _enc(residual=NORM_OUTPUT_ONLY)),
+    Pitfall("L3", "LayerNorm on the sub-layer's output only", _enc(names=NORM_OUTPUT_ONLY)),
     Pitfall("D4", "mask not passed", _enc((_ATTEND, "self.self_attn(y, y, y)")),
             "pass the mask to the attention: self.self_attn(q, k, v, mask); without it the real "
             "tokens attend to the padding."),
@@ -125,9 +93,33 @@ ENCODER_PITFALLS = (
             "with norm2, dropout2 and its own residual path."),
 )
 
+_SQRT = "the factor is sqrt(d_model), the width weight.shape[1]"
 EXERCISES: dict[str, Exercise] = {
-    "embed_tokens": Exercise(reference=embed_tokens, make_cases=_embed_tokens_cases,
-                             sources=(embed_tokens,), pitfalls=EMBED_PITFALLS),
+    "embed_tokens": exercise(
+        embed_tokens, _embed_tokens_cases, "output",
+        ("T2", "embeddings not scaled", (" * math.sqrt(d_model)", ""), None),
+        ("T2", "positional encoding scaled too",
+         ("x + pe[:L]", "x + pe[:L] * math.sqrt(d_model)"), None),
+        (None, "times d_model", ("math.sqrt(d_model)", "d_model"),
+         "the factor is the square root of d_model: math.sqrt(d_model), not d_model."),
+        (None, "divided by sqrt(d_model)", ("* math", "/ math"),
+         "multiply the embeddings by sqrt(d_model), do not divide."),
+        (None, "sqrt of the vocabulary size", ("weight.shape[1]", "weight.shape[0]"),
+         "d_model is weight.shape[1], the width; weight.shape[0] is the vocabulary size."),
+        ("P4", "pe sliced on the features", ("pe[:L]", "pe[:, :L]"), None),
+        ("E1", "pe not sliced", ("pe[:L]", "pe"), None),
+        ("E1", "pe sliced by the batch size", ("tokens.shape[1]", "tokens.shape[0]"),
+         "L is the length, tokens.shape[1]; tokens.shape[0] is the batch size B."),
+        ("E1", "one row per sentence", ("pe[:L]", "pe[:tokens.shape[0]][:, None]"),
+         "each position gets its own row: pe[:L] (L = tokens.shape[1]), broadcast over the batch."),
+        ("E1", "rows 1..L", ("pe[:L]", "pe[1:L + 1]"),
+         "positions count from 0: the first token gets row 0, so add pe[:L], not pe[1:L + 1]."),
+        ("E2", "positions looked up by token id", ("pe[:L]", "pe[tokens]"), None),
+        (None, "sqrt(max_len)", ("math.sqrt(d_model)", "math.sqrt(pe.shape[0])"),
+         f"{_SQRT}; pe.shape[0] is max_len."),
+        (None, "sqrt(L)", ("math.sqrt(d_model)", "math.sqrt(L)"),
+         f"{_SQRT}, not the square root of the sentence length."),
+    ),
     "encoder_layer": Exercise(reference=EncoderLayer, make_cases=_encoder_layer_cases,
                               sources=(EncoderLayer.forward,), pitfalls=ENCODER_PITFALLS),
 }

@@ -9,9 +9,9 @@ import torch
 from ..attention import scaled_dot_product_attention
 from ..layers import DecoderLayer
 from ..masks import causal_mask
-from .cases import padded, randn, slips
+from .cases import exercise, padded, randn, slips
 from .engine import Case, Exercise, Pitfall, slip
-from .nb05 import POST_ALWAYS, PRE_ALWAYS, layer_case, layer_slip, no_skip
+from .nb05 import POST_ALWAYS, PRE_ALWAYS, layer_case, no_skip
 
 
 def shift_right(target: torch.Tensor, bos_id: int) -> torch.Tensor:
@@ -36,26 +36,6 @@ def cross_attention(x: torch.Tensor, memory: torch.Tensor, w_q: torch.Tensor, w_
     return scaled_dot_product_attention(q, k, v, memory_mask)
 
 
-_CAT = "torch.cat([bos, target[:, :-1]], dim=1)"
-SHIFT_PITFALLS = slips(shift_right, [
-    ("T1", "no shift", [(_CAT, "target.clone()")], None),
-    (None, "shifted left", [("[bos, target[:, :-1]]", "[target[:, 1:], bos]")],
-     "shift right, not left: BOS goes first, and position t holds target token t - 1."),
-    (None, "first token dropped", [("target[:, :-1]", "target[:, 1:]")],
-     "drop the last target token, not the first: the input is BOS, y_0, ..., y_(T-2)."),
-    (None, "nothing dropped", [("target[:, :-1]", "target")],
-     "keep the length T: after BOS, drop the last target token (target[:, :-1])."),
-    (None, "torch.roll", [(_CAT, "torch.roll(target, shifts=1, dims=1)")],
-     "torch.roll wraps the last token around to position 0: put a column of bos_id there."),
-    ("T11", "bos_id ignored", [(":1], bos_id)", ":1], 1)")], None),
-    ("T11", "BOS 0", [(":1], bos_id)", ":1], 0)")], None),
-    ("T12", "no BOS", [("[bos, target[:, :-1]]", "[target[:, :-1]]")], None),
-    ("T13", "float ids", [("torch.full_like(target[:, :1], bos_id)",
-                           "torch.ones(target.shape[0], 1) * bos_id")], None),
-    ("T14", "BOS over the last token", [(_CAT, "torch.cat([target[:, :-1], bos], dim=1)")], None),
-])
-
-
 # notebook 01's attention with one slip, carried into cross-attention
 _FILL = "scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)"
 MASK_AFTER_SOFTMAX = slip(scaled_dot_product_attention, (_FILL, "pass"))
@@ -73,14 +53,14 @@ _TRIL = ("torch.ones({}q.shape[1], k.shape[1], dtype=torch.bool).tril()"
 CROSS_PITFALLS = slips(cross_attention, [
     (None, "queries from the memory", [("q = x @", "q = memory @"), (_KV, "x @ w_k, x @ w_v")],
      "the arguments are swapped (silently, when S == T): " + _SOURCES),
-    (None, "values from the decoder", [("memory @ w_v", "x @ w_v")],
+    (None, "values from the decoder", ("memory @ w_v", "x @ w_v"),
      "the values come from the memory too, like the keys: " + _SOURCES),
     (None, "memory unused", [(_KV, "x @ w_k, x @ w_v"), (_MASKED, "v)")],
      "that is self-attention; cross-attention reads the encoder's memory: " + _SOURCES),
-    (None, "memory mask ignored", [(_MASKED, "v)")],
+    (None, "memory mask ignored", (_MASKED, "v)"),
      "pass memory_mask to the attention, so that no target position reads source padding."),
-    (None, "look-ahead mask on the memory", [(_MASKED, "v, " + _TRIL.format("1, "))], _CAUSAL),
-    (None, "2-D look-ahead mask on the memory", [(_MASKED, "v, " + _TRIL.format(""))], _CAUSAL),
+    (None, "look-ahead mask on the memory", (_MASKED, "v, " + _TRIL.format("1, ")), _CAUSAL),
+    (None, "2-D look-ahead mask on the memory", (_MASKED, "v, " + _TRIL.format("")), _CAUSAL),
     ("A3", "inverted memory mask",
      [(_MASKED, "v, None if memory_mask is None else ~memory_mask)")],
      "in this course True means may attend: pass memory_mask as it is, no ~."),
@@ -88,12 +68,12 @@ CROSS_PITFALLS = slips(cross_attention, [
      [("q = x @ w_q", "q = x @ w_q * math.sqrt(w_q.shape[1] / x.shape[-1])")],
      "divide by the square root of the key dimension of one head: d_k = w_k.shape[1], not "
      "d_model = x.shape[-1]."),
-    (None, "keys from the decoder", [("memory @ w_k", "x @ w_k")],
+    (None, "keys from the decoder", ("memory @ w_k", "x @ w_k"),
      "the keys come from the memory, like the values: " + _SOURCES),
     (None, "weights transposed",
      [("x @ w_q", "x @ w_q.T"), (_KV, "memory @ w_k.T, memory @ w_v.T")],
      "the weights are (d_model, d_k): use x @ w_q, with no .T."),
-    (None, "no scaling", [("q = x @ w_q", "q = x @ w_q * math.sqrt(w_q.shape[1])")],
+    (None, "no scaling", ("q = x @ w_q", "q = x @ w_q * math.sqrt(w_q.shape[1])"),
      "divide the scores by sqrt(d_k) before the softmax (scaled_dot_product_attention does)."),
 ]) + (
     Pitfall("A3", "inverted memory mask, by hand",
@@ -106,25 +86,23 @@ CROSS_PITFALLS = slips(cross_attention, [
 
 
 def _cross_attention_cases(g):
-    def case(label, B, T, S, d_model, d_k, real=None):
+    def case(label, B, T, S, d_model, d_k, mask=False):  # mask: the last sentence ends 2 early
         x, memory = randn(g, B, T, d_model), randn(g, B, S, d_model)
         weights = [randn(g, d_model, d_k) / math.sqrt(d_model) * 2 for _ in range(3)]
-        mask = None
-        if real is not None:  # real[b] source tokens in sentence b, then padding
-            mask = (torch.arange(S)[None, :] < torch.tensor(real)[:, None])[:, None, :]  # (B, 1, S)
-        return Case(label, (x, memory, *weights), {} if mask is None else {"memory_mask": mask})
+        kwargs = {"memory_mask": padded(B, S)[:, 0]} if mask else {}  # (B, 1, S)
+        return Case(label, (x, memory, *weights), kwargs)
 
     return [case("T = S = 4, no mask", 2, 4, 4, 8, 8),
-            case("T=3, S=5, source padding (B, 1, S), d_k=4", 2, 3, 5, 8, 4, real=[5, 3]),
+            case("T=3, S=5, source padding (B, 1, S), d_k=4", 2, 3, 5, 8, 4, mask=True),
             case("T=5, S=2, no mask", 1, 5, 2, 6, 6),
-            case("T = S = 4, source padding, d_k=4", 2, 4, 4, 8, 4, real=[4, 2]),
-            case("one target position, S=6 with padding", 2, 1, 6, 8, 8, real=[6, 4])]
+            case("T = S = 4, source padding, d_k=4", 2, 4, 4, 8, 4, mask=True),
+            case("one target position, S=6 with padding", 2, 1, 6, 8, 8, mask=True)]
 
 
 _SELF, _CROSS = "self_attn(y, y, y, tgt_mask", "cross_attn(y, memory, memory, memory_mask"
 _N1, _N2 = "self_attention, self.norm1", "cross_attention, self.norm2"
 _N3 = "feed_forward, self.norm3"
-_dec = functools.partial(layer_slip, DecoderLayer)
+_dec = functools.partial(slip, DecoderLayer)
 DECODER_PITFALLS = (
     Pitfall("M5", "no look-ahead mask", _dec((_SELF, "self_attn(y, y, y, None"))),
     Pitfall("L4", "query and memory swapped",
@@ -136,8 +114,8 @@ DECODER_PITFALLS = (
     Pitfall("L2", "no residual around cross-attention", no_skip(DecoderLayer, "cross_attention")),
     Pitfall("L2", "no residual around self-attention", no_skip(DecoderLayer, "self_attention")),
     Pitfall("L2", "no residual around the feed-forward", no_skip(DecoderLayer, "feed_forward")),
-    Pitfall("L1", "always pre-norm", _dec(residual=PRE_ALWAYS)),
-    Pitfall("L1", "always post-norm", _dec(residual=POST_ALWAYS)),
+    Pitfall("L1", "always pre-norm", _dec(names=PRE_ALWAYS)),
+    Pitfall("L1", "always post-norm", _dec(names=POST_ALWAYS)),
     Pitfall("D4", "memory mask not passed", _dec((_CROSS, "cross_attn(y, memory, memory, None")),
             "pass memory_mask to the cross-attention: without it the target reads the source's "
             "padding."),
@@ -174,15 +152,31 @@ def _decoder_layer_cases(g):
             case("pre-norm, d_model=8, 2 heads, T=3, S=5", 8, 2, 3, 5, True)]
 
 
+_CAT = "torch.cat([bos, target[:, :-1]], dim=1)"
 EXERCISES: dict[str, Exercise] = {
-    "shift_right": Exercise(
-        reference=shift_right, sources=(shift_right,), pitfalls=SHIFT_PITFALLS,
-        make_cases=lambda g: [
+    "shift_right": exercise(
+        shift_right, lambda g: [
             Case("B=2, T=5, bos_id=1", (torch.randint(3, 12, (2, 5), generator=g), 1)),
             Case("targets ending in EOS=2 and padding 0, bos_id=1",
                  (torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 2, 0, 0, 0]]), 1)),
             Case("length 1, bos_id=2", (torch.tensor([[7], [4]]), 2)),
-            Case("B=3, T=4, bos_id=3", (torch.randint(4, 20, (3, 4), generator=g), 3))]),
+            Case("B=3, T=4, bos_id=3", (torch.randint(4, 20, (3, 4), generator=g), 3))], "output",
+        ("T1", "no shift", (_CAT, "target.clone()"), None),
+        (None, "shifted left", ("[bos, target[:, :-1]]", "[target[:, 1:], bos]"),
+         "shift right, not left: BOS goes first, and position t holds target token t - 1."),
+        (None, "first token dropped", ("target[:, :-1]", "target[:, 1:]"),
+         "drop the last target token, not the first: the input is BOS, y_0, ..., y_(T-2)."),
+        (None, "nothing dropped", ("target[:, :-1]", "target"),
+         "keep the length T: after BOS, drop the last target token (target[:, :-1])."),
+        (None, "torch.roll", (_CAT, "torch.roll(target, shifts=1, dims=1)"),
+         "torch.roll wraps the last token around to position 0: put a column of bos_id there."),
+        ("T11", "bos_id ignored", (":1], bos_id)", ":1], 1)"), None),
+        ("T11", "BOS 0", (":1], bos_id)", ":1], 0)"), None),
+        ("T12", "no BOS", ("[bos, target[:, :-1]]", "[target[:, :-1]]"), None),
+        ("T13", "float ids", [("torch.full_like(target[:, :1], bos_id)",
+                               "torch.ones(target.shape[0], 1) * bos_id")], None),
+        ("T14", "BOS over the last token", (_CAT, "torch.cat([target[:, :-1], bos], dim=1)"), None),
+    ),
     "cross_attention": Exercise(reference=cross_attention, make_cases=_cross_attention_cases,
                                 outputs=("out", "weights"), sources=(cross_attention,),
                                 pitfalls=CROSS_PITFALLS),

@@ -1,10 +1,11 @@
 """Notebook 08's exercises: ``count_parameters``, ``output_projection`` (with a shared matrix)
 and ``Transformer.decode`` (``transformer_decode``, also with slips of ``Transformer.embed``)."""
 
+import math  # noqa: F401 (the slips of output_projection call math.sqrt)
 
 import torch
 
-from ..masks import causal_mask
+from ..masks import causal_mask, padding_mask
 from ..model import Transformer
 from .cases import padded, randn, slips, swaps
 from .engine import Case, Exercise, ModuleCase, NumberCase, tensor_reference
@@ -28,7 +29,7 @@ def count_parameters(d_model: int, num_heads: int, d_ff: int, num_layers: int, s
     return embeddings + num_layers * (encoder_layer + decoder_layer) + generator
 
 
-total_parameters = count_parameters  # the name the tests used first
+total_parameters = count_parameters  # the name tests/exercises uses
 
 
 def output_projection(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
@@ -50,38 +51,38 @@ _PROJ = "the output projection nn.Linear(d_model, tgt_vocab): tgt_vocab x d_mode
 COUNT_PITFALLS = slips(count_parameters, [("W3", *row) for row in (
     ("no biases", [(_ATT, "4 * d_model * d_model"), (_FF, "2 * d_model * d_ff"),
                    (_GEN, "generator = d_model * tgt_vocab")], None),
-    ("no attention biases", [(_ATT, "4 * d_model * d_model")],
+    ("no attention biases", (_ATT, "4 * d_model * d_model"),
      "W_Q, W_K, W_V and W_O each have a bias of d_model numbers: 4 (d_model² + d_model)."),
-    ("no output projection bias", [(_GEN, "generator = d_model * tgt_vocab")],
+    ("no output projection bias", (_GEN, "generator = d_model * tgt_vocab"),
      f"{_PROJ} plus tgt_vocab biases."),
-    ("no LayerNorm", [("norm = 2 * d_model", "norm = 0")], _NORMS),
-    ("two LayerNorms per decoder layer", [("3 * norm", "2 * norm")], _NORMS),
-    ("one attention per decoder layer", [("2 * attention", "attention")],
+    ("no LayerNorm", ("norm = 2 * d_model", "norm = 0"), _NORMS),
+    ("two LayerNorms per decoder layer", ("3 * norm", "2 * norm"), _NORMS),
+    ("one attention per decoder layer", ("2 * attention", "attention"),
      "a decoder layer has two attention blocks, masked self-attention and cross-attention, "
      "each 4 (d_model² + d_model)."),
-    ("W_O forgotten", [("4 * (", "3 * (")],
+    ("W_O forgotten", ("4 * (", "3 * ("),
      "an attention block has four d_model x d_model matrices, W_Q, W_K, W_V and W_O, each with "
      "its bias."),
-    ("positional encoding counted", [("tgt_vocab) * d_model", "tgt_vocab + 5000) * d_model")],
+    ("positional encoding counted", ("tgt_vocab) * d_model", "tgt_vocab + 5000) * d_model"),
      "the sinusoidal positional encoding is a fixed table (a buffer): it adds no parameters."),
-    ("attention counted once per head", [(_ATT, _ATT + " * num_heads")],
+    ("attention counted once per head", (_ATT, _ATT + " * num_heads"),
      "the heads share d_model out (d_k = d_model / h each): the count does not depend on "
      "num_heads."),
-    ("one linear layer in the feed-forward network", [(" + (d_ff * d_model + d_model)", "")],
+    ("one linear layer in the feed-forward network", (" + (d_ff * d_model + d_model)", ""),
      "the feed-forward network has two linear layers, d_model -> d_ff -> d_model (equation 2)."),
-    ("output projection forgotten", [(_GEN, "generator = 0")],
+    ("output projection forgotten", (_GEN, "generator = 0"),
      f"the model ends with {_PROJ} plus tgt_vocab biases."),
-    ("a vocabulary matrix shared", [(_GEN, "generator = tgt_vocab")],
+    ("a vocabulary matrix shared", (_GEN, "generator = tgt_vocab"),
      "this model keeps three separate matrices (tie_weights=False): both embeddings and the "
      "output projection."),
-    ("source embedding forgotten", [("(src_vocab + tgt_vocab)", "tgt_vocab")],
+    ("source embedding forgotten", ("(src_vocab + tgt_vocab)", "tgt_vocab"),
      "count both embeddings: the source one (src_vocab x d_model) and the target one."),
     ("output projection over the source vocabulary",
      [(_GEN, "generator = d_model * src_vocab + src_vocab")],
      "the output projection scores target tokens: tgt_vocab x d_model weights, tgt_vocab biases."),
-    ("the decoder stack forgotten", [("(encoder_layer + decoder_layer)", "encoder_layer")],
+    ("the decoder stack forgotten", ("(encoder_layer + decoder_layer)", "encoder_layer"),
      "the model has two stacks of num_layers layers each: the encoder's and the decoder's."),
-    ("one layer per stack", [("num_layers * (", "(")],
+    ("one layer per stack", ("num_layers * (", "("),
      "multiply each layer's count by num_layers: each stack repeats its layer num_layers times."),
 )])
 
@@ -148,28 +149,28 @@ _SRC = ("the target ids go through self.tgt_embed; self.src_embed is the source 
         "uses it).")
 # notebook 05's slips, in Transformer.embed, which decode calls
 EMBED_PITFALLS = slips(Transformer, [
-    ("T2", "embeddings not scaled", [(" * math.sqrt(self.d_model)", "")], None),
+    ("T2", "embeddings not scaled", (" * math.sqrt(self.d_model)", ""), None),
     ("T2", "positions scaled too",
      [(_SCALED, "self.positional(x, start) * math.sqrt(self.d_model)")], None),
-    ("T2", "scaled by d_model", [("math.sqrt(self.d_model)", "self.d_model")],
+    ("T2", "scaled by d_model", ("math.sqrt(self.d_model)", "self.d_model"),
      "the factor is sqrt(d_model), not d_model: math.sqrt(self.d_model)."),
-    ("T2", "scaled by 1/sqrt(d_model)", [("x * math", "x / math")], None),
-    (None, "no positions", [(_SCALED, "x * math.sqrt(self.d_model)")],
+    ("T2", "scaled by 1/sqrt(d_model)", ("x * math", "x / math"), None),
+    (None, "no positions", (_SCALED, "x * math.sqrt(self.d_model)"),
      "add the positions: self.positional(embeddings * sqrt(d_model)), as Transformer.embed does."),
 ], method="embed")
 DECODE_PITFALLS = EMBED_PITFALLS + slips(Transformer, [
-    ("M5", "no look-ahead mask", [("if tgt_mask is None:", "if False:")], None),
-    ("A3", "look-ahead mask inverted", [("= causal_mask(", "= ~causal_mask(")],
+    ("M5", "no look-ahead mask", ("if tgt_mask is None:", "if False:"), None),
+    ("A3", "look-ahead mask inverted", ("= causal_mask(", "= ~causal_mask("),
      "in this course True means may attend: causal_mask(T) as it is, without ~ (the inverted "
      "form is for nn.Transformer*)."),
-    ("W2", "a given tgt_mask replaced", [("if tgt_mask is None:", "if True:")], None),
+    ("W2", "a given tgt_mask replaced", ("if tgt_mask is None:", "if True:"), None),
     ("W2", "target padding added to the look-ahead mask",
      [(_CAUSAL, _CAUSAL + " & (tgt != 0)[:, None, None, :]")], None),
-    ("W2", "a 2-D look-ahead mask", [("[None, None, start:]", "[start:]")], None),
-    ("D4", "source padding mask dropped", [(_MASKS, "tgt_mask, None, cache)")],
+    ("W2", "a 2-D look-ahead mask", ("[None, None, start:]", "[start:]"), None),
+    ("D4", "source padding mask dropped", (_MASKS, "tgt_mask, None, cache)"),
      "pass src_mask on as the decoder's memory_mask: without it the padded source tokens are "
      "read by the cross-attention."),
-    (None, "the two masks swapped", [(_MASKS, "src_mask, tgt_mask, cache)")],
+    (None, "the two masks swapped", (_MASKS, "src_mask, tgt_mask, cache)"),
      "the decoder takes (x, memory, tgt_mask, memory_mask): src_mask is the memory mask."),
     (None, "the target and the memory swapped",
      [("self.decoder(x, memory,", "self.decoder(memory, x,")], "call self.decoder(x, memory, "
@@ -178,10 +179,9 @@ DECODE_PITFALLS = EMBED_PITFALLS + slips(Transformer, [
      [(_GENERATOR, "self.decoder(x, memory, tgt_mask, src_mask, cache)")],
      "project the decoder's output to the vocabulary with self.generator: decode returns logits "
      "(B, T, V), not vectors (B, T, d_model)."),
-    ("W1", "softmax after the projection", [("return out", "return out.softmax(-1)")], None),
-    ("W1", "log-softmax after the projection", [("return out", "return out.log_softmax(-1)")],
-     None),
-    (None, "the source embedding", [("self.embed(self.tgt_embed,", "self.embed(self.src_embed,")],
+    ("W1", "softmax after the projection", ("return out", "return out.softmax(-1)"), None),
+    ("W1", "log-softmax after the projection", ("return out", "return out.log_softmax(-1)"), None),
+    (None, "the source embedding", ("self.embed(self.tgt_embed,", "self.embed(self.src_embed,"),
      _SRC),
     (None, "the source embedding, called directly",
      [('self.embed(self.tgt_embed, tgt, "tgt", start)',
@@ -194,7 +194,7 @@ def _decode_cases(g):
         tgt = torch.randint(3, 13, (batch, t), generator=g)
         if pad_target:
             tgt[-1, -2:] = 0  # the last target sentence is padded (PAD id 0)
-        tgt_mask = causal_mask(t)[None, None] & (tgt != 0)[:, None, None, :] if given_mask else None
+        tgt_mask = causal_mask(t)[None, None] & padding_mask(tgt, 0) if given_mask else None
         return ModuleCase(label, (tgt, randn(g, batch, s, 16), padded(batch, s), tgt_mask),
                           weights_of=Transformer, method="decode",
                           init=dict(src_vocab_size=11, tgt_vocab_size=13, d_model=16, num_heads=2,

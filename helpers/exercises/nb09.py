@@ -9,16 +9,15 @@ import torch
 from torch import nn
 
 from ..training import label_smoothed_nll, train_step, transformer_lr
-from .cases import randn, slips
-from .compare import is_blank
+from .cases import exercise, randn, slips
 from .engine import Case, Exercise, NumberCase, tensor_reference
 
 _MIX = "per_token = (1.0 - epsilon) * nll + epsilon * uniform"
 _GUARD = ("with labels_in_vocabulary(safe_labels, V, ignore_index):", "if True:")
 _Q = ("q = torch.full_like(log_probs, epsilon / V).scatter(1, safe_labels[:, None], "
       "1 - epsilon + epsilon / V)\n    per_token = ")
-LABEL_SMOOTHING_PITFALLS = slips(label_smoothed_nll, [
-    ("T7", "log of softmax", [("log_softmax(dim=-1)", "softmax(dim=-1).log()")], None),
+LABEL_SMOOTHING_ROWS = (  # slips of label_smoothed_nll: (id, name, edits, hint)
+    ("T7", "log of softmax", ("log_softmax(dim=-1)", "softmax(dim=-1).log()"), None),
     ("T8", "gather on unmasked labels", [_GUARD, ("safe_labels[:, None]", "labels[:, None]")],
      None),
     ("T8", "indexing with unmasked labels",
@@ -27,7 +26,7 @@ LABEL_SMOOTHING_PITFALLS = slips(label_smoothed_nll, [
     ("T3", "smoothing term kept on padding",
      [(_MIX, _MIX.replace("* nll", "* nll * keep")), ("per_token[keep].sum()", "per_token.sum()")],
      None),
-    ("T3", "KL divergence with log(0)", [(_MIX, _Q + "(q * (q.log() - log_probs)).sum(-1)")],
+    ("T3", "KL divergence with log(0)", (_MIX, _Q + "(q * (q.log() - log_probs)).sum(-1)"),
      "q * log(q) is 0 * log(0) = NaN where the target is 0 (epsilon = 0). Compute the "
      "cross-entropy -sum q log p with log_softmax, which stays finite."),
     (None, "KL divergence instead of cross-entropy",
@@ -42,28 +41,28 @@ LABEL_SMOOTHING_PITFALLS = slips(label_smoothed_nll, [
                                     "labels = labels.reshape(-1).clamp(min=0)"),
                                    ("keep = labels != ignore_index", "keep = labels >= 0")],
      "a padded position is not a word to predict: leave out every label equal to ignore_index."),
-    (None, "divided by every position", [("keep.sum().clamp(min=1)", "keep.numel()")],
+    (None, "divided by every position", ("keep.sum().clamp(min=1)", "keep.numel()"),
      "divide by the number of real (non-ignored) tokens, not by every position."),
-    (None, "summed instead of averaged", [(" / keep.sum().clamp(min=1)", "")],
+    (None, "summed instead of averaged", (" / keep.sum().clamp(min=1)", ""),
      "average over the real tokens (as F.cross_entropy does), do not sum."),
-    (None, "no smoothing", [(_MIX, "per_token = nll")], "that is the plain cross-entropy: mix in "
+    (None, "no smoothing", (_MIX, "per_token = nll"), "that is the plain cross-entropy: mix in "
      "the uniform target, (1 - epsilon) * (-log p[label]) + epsilon * mean over v of (-log p[v])."),
-    (None, "no 1 - epsilon", [("(1.0 - epsilon) * nll", "nll")],
+    (None, "no 1 - epsilon", ("(1.0 - epsilon) * nll", "nll"),
      "weigh -log p[label] by 1 - epsilon: the other epsilon is spread over the V tokens."),
-    (None, "epsilon times the sum", [("-log_probs.mean(dim=-1)", "-log_probs.sum(dim=-1)")],
+    (None, "epsilon times the sum", ("-log_probs.mean(dim=-1)", "-log_probs.sum(dim=-1)"),
      "each token gets epsilon / V: epsilon times the MEAN of -log p over the vocabulary."),
     (None, "epsilon and 1 - epsilon swapped",
      [(_MIX, "per_token = epsilon * nll + (1.0 - epsilon) * uniform")],
      "the weights are swapped: (1 - epsilon) on -log p[label], epsilon on the mean of -log p."),
-    (None, "the smoothing term's sign", [("-log_probs.mean", "log_probs.mean")],
+    (None, "the smoothing term's sign", ("-log_probs.mean", "log_probs.mean"),
      "both terms are -log p (positive): + epsilon * mean(-log p), not + epsilon * mean(log p)."),
-    (None, "log-softmax over the positions", [("log_softmax(dim=-1)", "log_softmax(dim=0)")],
+    (None, "log-softmax over the positions", ("log_softmax(dim=-1)", "log_softmax(dim=0)"),
      "log_softmax over the vocabulary, the last axis (dim=-1)."),
     (None, "pad id 0 written in", [("keep = labels != ignore_index", "keep = labels != 0"),
                                    ("labels.masked_fill(~keep, 0)",
                                     "labels.masked_fill(~keep, 0).clamp(min=0)")],
      "compare the labels with ignore_index, the argument, not with 0 (PyTorch's default is -100)."),
-])
+)
 
 
 def _ls_cases(g):
@@ -90,29 +89,29 @@ def _ls_cases(g):
 _ARMS = "min(step ** -0.5, step * warmup ** -1.5)"
 _D = "the factor is d_model^-0.5 = 1 / sqrt(d_model)"
 LR_PITFALLS = slips(transformer_lr, [
-    (None, "steps counted from 0", [("    return", "    step = step - 1\n    return")],
+    (None, "steps counted from 0", ("    return", "    step = step - 1\n    return"),
      "the paper counts steps from 1 (step^-0.5 divides by zero at step 0); warmup_schedule "
      "passes step + 1 to it because LambdaLR counts from 0."),
-    (None, "step + 1", [("    return", "    step = step + 1\n    return")],
+    (None, "step + 1", ("    return", "    step = step + 1\n    return"),
      "use step as it is: it counts from 1 (the + 1 belongs to warmup_schedule)."),
-    (None, "max instead of min", [(_ARMS, _ARMS.replace("min", "max"))],
+    (None, "max instead of min", (_ARMS, _ARMS.replace("min", "max")),
      "take the min of the two arms: the warm-up step * warmup^-1.5, then the decay step^-0.5."),
-    (None, "exponents swapped", [(_ARMS, "min(step ** -1.5, step * warmup ** -0.5)")],
+    (None, "exponents swapped", (_ARMS, "min(step ** -1.5, step * warmup ** -0.5)"),
      "step^-0.5 is the decay and step * warmup^-1.5 the linear warm-up; with the exponents "
      "swapped the two arms no longer meet at step = warmup."),
-    (None, "warmup^-0.5", [("warmup ** -1.5", "warmup ** -0.5")],
+    (None, "warmup^-0.5", ("warmup ** -1.5", "warmup ** -0.5"),
      "the warm-up arm is step * warmup^-1.5: it meets step^-0.5 at step = warmup."),
-    (None, "warmup^1.5", [("warmup ** -1.5", "warmup ** 1.5")],
+    (None, "warmup^1.5", ("warmup ** -1.5", "warmup ** 1.5"),
      "the rate grows during the warm-up as step * warmup^-1.5 (a negative exponent)."),
-    (None, "step^0.5", [("step ** -0.5", "step ** 0.5")],
+    (None, "step^0.5", ("step ** -0.5", "step ** 0.5"),
      "after the warm-up the rate falls as step^-0.5 = 1 / sqrt(step) (a negative exponent)."),
-    (None, "d_model factor d_model ** -1.5", [("d_model ** -0.5", "d_model ** -1.5")],
+    (None, "d_model factor d_model ** -1.5", ("d_model ** -0.5", "d_model ** -1.5"),
      _D + "; -1.5 is the warm-up's exponent."),
-    (None, "d_model factor d_model ** -1.0", [("d_model ** -0.5", "d_model ** -1.0")],
+    (None, "d_model factor d_model ** -1.0", ("d_model ** -0.5", "d_model ** -1.0"),
      _D + ", not 1 / d_model."),
-    (None, "d_model factor 1", [("d_model ** -0.5", "1")],
+    (None, "d_model factor 1", ("d_model ** -0.5", "1"),
      "multiply by d_model^-0.5: wider models get smaller steps."),
-    (None, "d_model factor d_model ** 0.5", [("d_model ** -0.5", "d_model ** 0.5")],
+    (None, "d_model factor d_model ** 0.5", ("d_model ** -0.5", "d_model ** 0.5"),
      _D + ", not sqrt(d_model)."),
 ])
 
@@ -132,10 +131,10 @@ TRAIN_STEP_PITFALLS = slips(train_step, [
     ("T5", "scheduler before optimizer", [(_STEP, "    scheduler.step()\n" + _STEP),
                                           ("        scheduler.step()", "        pass")], None),
     ("T6", "clipping after the step", [_NO_CLIP, (_STEP, _STEP + f"    {_CLIP}\n")], None),
-    ("T9", "no scheduler.step()", [("scheduler.step()", "pass")], None),
-    ("T9", "scheduler.step() twice", [("scheduler.step()", "scheduler.step(); scheduler.step()")],
+    ("T9", "no scheduler.step()", ("scheduler.step()", "pass"), None),
+    ("T9", "scheduler.step() twice", ("scheduler.step()", "scheduler.step(); scheduler.step()"),
      "call scheduler.step() once per step: two calls skip every other rate."),
-    ("T10", "no optimizer.step()", [(_STEP, "    pass\n")], None),
+    ("T10", "no optimizer.step()", (_STEP, "    pass\n"), None),
     ("T10", "zero_grad between backward and step",
      [_ZERO, (_STEP, "    optimizer.zero_grad()\n" + _STEP)],
      "call optimizer.zero_grad() before loss.backward(), never between it and the step: it "
@@ -144,20 +143,20 @@ TRAIN_STEP_PITFALLS = slips(train_step, [
      [_NO_CLIP, ("    loss.backward()", f"    {_CLIP}\n    loss.backward()")],
      "clip after loss.backward(), which computes the gradients, and before optimizer.step(), "
      "which applies them."),
-    ("T6", "no clipping", [(_CLIP, "pass")], "clip the gradients' global norm to clip_norm with "
+    ("T6", "no clipping", (_CLIP, "pass"), "clip the gradients' global norm to clip_norm with "
      "clip_grad_norm_, between backward() and optimizer.step()."),
-    ("T6", "clip_grad_value_", [("clip_grad_norm_", "clip_grad_value_")],
+    ("T6", "clip_grad_value_", ("clip_grad_norm_", "clip_grad_value_"),
      "clip the global norm of all gradients together with clip_grad_norm_, not each number."),
     ("T6", "each parameter clipped on its own",
      [(_CLIP, "[torch.nn.utils.clip_grad_norm_(p, clip_norm) for p in model.parameters()]")],
      "clip the global norm of all gradients together: one clip_grad_norm_(model.parameters(), "
      "clip_norm) call."),
-    (None, "a fixed clipping norm", [(_CLIP, _CLIP.replace("clip_norm)", "1.0)"))],
+    (None, "a fixed clipping norm", (_CLIP, _CLIP.replace("clip_norm)", "1.0)")),
      "clip to clip_norm, the argument, not a fixed number: the cases clip to 0.5, 1.0 and 0.1."),
     (None, "the loss after the update",
      [("return loss.item()", "return loss_fn(model, batch).item()")],
      "return the loss computed before the update, the one backward() used."),
-    (None, "the loss tensor returned", [("return loss.item()", "return loss")],
+    (None, "the loss tensor returned", ("return loss.item()", "return loss"),
      "return loss.item(), a float, not the loss tensor, which keeps the step's graph alive."),
     (None, "loss.item() before backward",
      [("loss = loss_fn(model, batch)", "loss = loss_fn(model, batch).item()"),
@@ -215,7 +214,7 @@ class _TrainingCase(Case):
                     loss = fn(model, batch, _mse, optimizer, scheduler, self.clip_norm)
                     if torch.is_tensor(loss):
                         return loss.detach()
-                    if is_blank(loss) or not isinstance(loss, numbers.Real):
+                    if not isinstance(loss, numbers.Real):
                         return loss  # None, a tuple, a string...: reported as it is
                     losses.append(float(loss))
                     clipping.append(_where_clipped(events, self.clip_norm))
@@ -255,9 +254,7 @@ EXERCISES: dict[str, Exercise] = {
     "transformer_lr": Exercise(
         reference=tensor_reference(transformer_lr, torch.float32), make_cases=_lr_cases,
         sources=(transformer_lr,), outputs=("lr",), atol=0.0, rtol=1e-5, pitfalls=LR_PITFALLS),
-    "label_smoothed_nll": Exercise(
-        reference=label_smoothed_nll, make_cases=_ls_cases, sources=(label_smoothed_nll,),
-        outputs=("loss",), pitfalls=LABEL_SMOOTHING_PITFALLS),
+    "label_smoothed_nll": exercise(label_smoothed_nll, _ls_cases, "loss", *LABEL_SMOOTHING_ROWS),
     "train_step": Exercise(
         reference=train_step, make_cases=_train_step_cases, sources=(train_step,),
         outputs=("losses", "weights", "learning rate",

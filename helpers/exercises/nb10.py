@@ -243,12 +243,8 @@ def _search(*edits, step=None):  # beam_search with edits or beam_step slip step
         {"beam_step": STEP[step]} if step else {}))
 
 
-def _cached(*edits):  # MultiHeadAttention.forward with edits in its cache lines
-    return slip(MultiHeadAttention, *edits, names={"causal_mask": causal_mask})
-
-
-def _mask(new):  # the mask decode passes, changed before the attention
-    return _cached((ATTEND, f"{new}\n    {ATTEND}"))
+def _mask(new):  # the edit that changes the mask decode passes, before the attention
+    return ATTEND, f"{new}\n    {ATTEND}"
 
 
 SCORE, STORE = "s / step ** length_penalty)", "cache.kv[self] = (k, v)"
@@ -318,20 +314,20 @@ SEARCH = (
      "keep eos_id at the end of a finished hypothesis' tokens: the length counts it."),
     ("D11", "length penalty left out of the ranking", _search((SCORE, "s)")), None),
 )
-CACHED = (
-    ("D8", "cache replaced, not extended", _cached((CAT, "k, v")), None),
-    ("D8", "keys never stored", _cached((STORE, "pass")),
+CACHED = slips(MultiHeadAttention, [  # edits in the cache lines of its forward
+    ("D8", "cache replaced, not extended", (CAT, "k, v"), None),
+    ("D8", "keys never stored", (STORE, "pass"),
      "store the keys and values in the cache, cache.kv[self] = (k, v): the next call reads them."),
-    (None, "the new keys before the stored ones", _cached((CAT, "torch.cat([k, past[0]], dim=2), "
-                                                                "torch.cat([v, past[1]], dim=2)")),
+    (None, "the new keys before the stored ones", (CAT, "torch.cat([k, past[0]], dim=2), "
+                                                        "torch.cat([v, past[1]], dim=2)"),
      "the stored positions come first, torch.cat([past_k, k], dim=2): key j is position j."),
-    (None, "extended along another axis", _cached((CAT, CAT.replace("=2", "=1"))),
+    (None, "extended along another axis", (CAT, CAT.replace("=2", "=1")),
      "the positions are axis 2 of the (B, h, t, d_k) keys and values: dim=2."),
-    ("D13", "the memory projected at every call", _cached((CROSS, "if False:")), None),
-    ("D13", "the memory projected again, not appended", _cached((CROSS, "if False:"), (
-        "if past is not None:  #", "if past is not None and not self.cross:  #")), None),
-    (None, "one cache entry for all layers", _cached(("kv.get(self)", "kv.get(self.cross)"), (
-        STORE, "cache.kv[self.cross] = (k, v)")),
+    ("D13", "the memory projected at every call", (CROSS, "if False:"), None),
+    ("D13", "the memory projected again, not appended", [(CROSS, "if False:"), (
+        "if past is not None:  #", "if past is not None and not self.cross:  #")], None),
+    (None, "one cache entry for all layers", [("kv.get(self)", "kv.get(self.cross)"), (
+        STORE, "cache.kv[self.cross] = (k, v)")],
      "key the cache by the module, cache.kv[self]: each attention has its own keys."),
     ("D4", "every mask dropped with a cache", _mask("mask = mask if cache is None else None"),
      "with a cache, keep the mask you are given: without it, as if you forgot to pass "
@@ -343,7 +339,7 @@ CACHED = (
     ("D9", "a (T, T) look-ahead mask", _mask(OWN + "(q.shape[2])[None, None]"),
      "the new tokens' queries meet the keys of all t + T positions, (1, 1, T, t + T)" + GIVEN),
     ("D12", "a 2-D look-ahead mask", _mask(OWN + "(k.shape[2])[k.shape[2] - q.shape[2]:]"), None),
-)
+], names={"causal_mask": causal_mask})
 EXERCISES: dict[str, Exercise] = {
     "greedy_decode": Exercise(greedy_decode, _greedy_cases, tuple(Pitfall(*p) for p in GREEDY),
                               (greedy_decode, append_tokens), ("tokens",)),
@@ -351,6 +347,6 @@ EXERCISES: dict[str, Exercise] = {
         "ended (row, token)", "ended sums", "kept (row, token)", "kept sums")),
     "beam_search": Exercise(beam_search, _beam_cases, tuple(Pitfall(*p) for p in SEARCH),
                             (beam_search, beam_step), ("tokens", "scores")),
-    "kv_cache_decode": Exercise(MultiHeadAttention, _kv_cases, tuple(Pitfall(*p) for p in CACHED),
+    "kv_cache_decode": Exercise(MultiHeadAttention, _kv_cases, CACHED,
                                 (MultiHeadAttention.forward,), ("logits",)),
 }

@@ -2,6 +2,7 @@
 forward, with the KV cache's lines), ``filter_logits`` (temperature and top-p), ``generate_tokens``
 (the loop with the prefill), ``rms_norm``, ``apply_rope`` and ``min_p_filter``."""
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -18,6 +19,7 @@ from ..layers import rms_norm
 from ..masks import causal_mask
 from ..positional import apply_rope, rope_angles
 from .cases import exercise, randn, seeded, slips
+from .compare import whole
 from .engine import Case, Exercise, ModuleCase, Pitfall, slip
 
 VOCAB, SEP_ID = 12, 4  # the checkers' tiny models; joint_vocab puts <sep> after the 4 specials
@@ -28,11 +30,6 @@ def _config(**changes) -> GPTConfig:  # the checkers' tiny GPT
                         "dropout": 0.0, "max_len": 16, **changes})
 
 
-def _whole(error: Exception) -> Exception:  # marked to reach the learner whole (says what to do)
-    error.whole = True
-    return error
-
-
 @dataclass(frozen=True)
 class IdsCase(Case):
     """A call on fresh lists (one changed in place is an error); id lists come back as tensors."""
@@ -41,9 +38,9 @@ class IdsCase(Case):
         args = [list(arg) for arg in self.args]
         result = fn(*args, **self.kwargs)
         if args != list(self.args):
-            raise _whole(ValueError("your function changed its input list in place: `prompt += "
-                                    "answer` (or .extend, .append) changes the caller's list "
-                                    "too. Build a new list, sequence = prompt + answer"))
+            raise whole(ValueError("your function changed its input list in place: `prompt += "
+                                   "answer` (or .extend, .append) changes the caller's list "
+                                   "too. Build a new list, sequence = prompt + answer"))
         return tuple(torch.tensor(part, dtype=torch.long) if isinstance(part, (list, tuple))
                      and all(isinstance(i, int) for i in part) else part
                      for part in result) if isinstance(result, tuple) else result
@@ -133,14 +130,14 @@ def _in_chunks(self, tokens, sizes):
         except TypeError as error:  # a forward without the cache argument
             if "'cache'" not in str(error):
                 raise
-            raise _whole(TypeError("keep the signature the notebook gives: forward(self, "
-                                   "tokens, mask=None, cache=None)")) from None
+            raise whole(TypeError("keep the signature the notebook gives: forward(self, "
+                                  "tokens, mask=None, cache=None)")) from None
         if not torch.is_tensor(logits[-1]):
             return logits[-1]  # for the usual messages about what was returned
         at += n
         if cache.length != at:
-            raise _whole(RuntimeError(f"after a call on {n} token(s), cache.length is "
-                                      f"{cache.length}: forward must add L to it"))
+            raise whole(RuntimeError(f"after a call on {n} token(s), cache.length is "
+                                     f"{cache.length}: forward must add L to it"))
     return torch.cat(logits, dim=1)
 
 
@@ -159,12 +156,12 @@ class GPTCase(ModuleCase):
         except NotImplementedError as error:  # torch's, for a module without forward
             if 'missing the required "forward" function' not in str(error):
                 raise
-            raise _whole(TypeError("self.blocks is an nn.ModuleList, without a forward of its "
-                                   "own: call each block in turn")) from None
+            raise whole(TypeError("self.blocks is an nn.ModuleList, without a forward of its "
+                                  "own: call each block in turn")) from None
         module = seeded(0, cls, **self.init)
         head, embed = getattr(module, "head", None), getattr(module, "embed", None)
         if head is not None and embed is not None and head.weight is not embed.weight:
-            raise _whole(ValueError(
+            raise whole(ValueError(
                 "keep the __init__ the notebook gives: self.head.weight = self.embed.weight "
                 "ties the output layer to the embedding; your head has a weight of its own"))
         return result
@@ -375,15 +372,8 @@ class GenerateCase(Case):
         return tokens, torch.tensor(calls, dtype=torch.long).reshape(made, 2)
 
 
-def generate_cached(model, prompt, max_new, temperature=0.0, generator=None):
-    """:func:`~helpers.generation.generate_tokens` in the learner's signature (the cache on)."""
-    return generate_tokens(model, prompt, max_new, temperature, generator=generator)
-
-
-def generate_uncached(model, prompt, max_new, temperature=0.0, generator=None):
-    """The loop WITHOUT the cache: the same tokens, but the whole sequence at every step."""
-    return generate_tokens(model, prompt, max_new, temperature, generator=generator,
-                           use_cache=False)
+# The loop WITHOUT the cache: the same tokens, but the whole sequence at every step
+generate_uncached = functools.partial(generate_tokens, use_cache=False)
 
 
 def _generate_cases(g):
@@ -524,9 +514,8 @@ EXERCISES: dict[str, Exercise] = {
                                      (continuation_example,), ("inputs", "labels")),
     "gpt": Exercise(GPT, _gpt_cases, GPT_SLIPS, (GPT.forward, GPT.embed_tokens), ("logits",)),
     "filter_logits": Exercise(filter_top_p, _filter_cases, FILTER_SLIPS, (filter_logits,)),
-    "generate_tokens": Exercise(generate_cached, _generate_cases, GENERATE_SLIPS,
-                                (generate_tokens,), ("tokens", "calls (tokens fed, start)"),
-                                runs_as=generate_tokens),
+    "generate_tokens": Exercise(generate_tokens, _generate_cases, GENERATE_SLIPS,
+                                (generate_tokens,), ("tokens", "calls (tokens fed, start)")),
     "rms_norm": exercise(
         rms_norm, _rms_cases, "output",
         ("G1", "the mean subtracted",

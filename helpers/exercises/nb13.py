@@ -21,7 +21,7 @@ from ..data import PAD_ID, make_batch
 from ..distributed import average_gradients, rank_loss, spawn
 from ..model import TransformerConfig, build_model
 from .cases import exercise, slips
-from .compare import Raised, _raised_by_course
+from .compare import Raised, _raised_by_course, whole
 from .engine import Case, Exercise
 from .stubs import is_stub
 
@@ -145,12 +145,9 @@ def _sent_back(error: BaseException, model) -> BaseException:
     return sent
 
 
-def _portable(fn):
-    """``fn`` as a new process can receive it: a known function's name, else its name and source
-    (a notebook cell's function cannot be pickled)."""
-    name = next((key for key, known in KNOWN.items() if known is fn), None)
-    if name is not None:
-        return name
+def _source(fn):
+    """The learner's ``fn`` as a new process can receive it, its name and source (a notebook
+    cell's function cannot be pickled)."""
     if getattr(fn, "__name__", "<lambda>") == "<lambda>":
         raise TypeError("check runs your function in two new processes from its source: "
                         "write it with def, in a cell of its own")
@@ -192,7 +189,7 @@ def _run(functions: dict) -> list:
     """``{key: function}`` -> ``[rank 0's results, rank 1's]``, within ``CHECK_TIMEOUT`` s."""
     with tempfile.TemporaryDirectory() as folder:
         files = [Path(folder) / f"rank{r}.pt" for r in (0, 1)]
-        sent = {key: _portable(fn) for key, fn in functions.items()}
+        sent = {key: key if key in KNOWN else _source(fn) for key, fn in functions.items()}
         try:
             spawn(2, Namespace(threads=1, kinds=list(KINDS), folder=folder, functions=sent),
                   _gradients_job, timeout=CHECK_TIMEOUT, group_timeout=COLLECTIVE_TIMEOUT)
@@ -200,11 +197,10 @@ def _run(functions: dict) -> list:
             if "yours" not in functions:
                 raise
             late = " and ".join(str(r) for r, file in enumerate(files) if not file.exists())
-            error = TimeoutError(f"it had not returned on rank {late or '0 and 1'} after "
-                                 f"{CHECK_TIMEOUT} s, so both processes were stopped: does it "
-                                 "wait there for something that the other rank never does?")
-            error.whole = True  # the check's own words: never cut
-            raise error from None
+            raise whole(TimeoutError(f"it had not returned on rank {late or '0 and 1'} after "
+                                     f"{CHECK_TIMEOUT} s, so both processes were stopped: does "
+                                     "it wait there for something that the other rank never "
+                                     "does?")) from None
         return [torch.load(file, weights_only=False) for file in files]
 
 
@@ -249,11 +245,10 @@ class AllReduceCase(Case):
             raise own[0] if own else failures[0][1]
         if failures:  # a rank waited in a collective for one that returned
             rank, failure = failures[0]
-            error = RuntimeError(f"rank {rank} waited in dist.{failure.collective} for rank "
-                                 f"{1 - rank}, which returned without joining it: every rank "
-                                 "must call the same collectives, in the same order")
-            error.whole = True  # the check's own words: never cut
-            raise error
+            raise whole(RuntimeError(f"rank {rank} waited in dist.{failure.collective} for "
+                                     f"rank {1 - rank}, which returned without joining it: "
+                                     "every rank must call the same collectives, in the same "
+                                     "order"))
         gradients = torch.stack([grads for grads, _ in outcomes])
         gradients.how = set().union(*(how for _, how in outcomes))
         return gradients

@@ -3,7 +3,6 @@
 
 import functools
 import re
-from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -32,7 +31,6 @@ def marian_decoder_inputs(labels: torch.Tensor, pad_id: int) -> torch.Tensor:
     return torch.cat([start, labels[:, :-1]], dim=1)  # (B, T)
 
 
-@dataclass(frozen=True)
 class LoadCase(Case):
     """The logits ``(B, T, V)`` of the learner's ``load_marian(config, state_dict)`` (seed 0) on a
     padded batch. An output bias that is not ``final_logits_bias`` is zeroed, so that a bias left
@@ -59,24 +57,21 @@ class LoadCase(Case):
             return model(src.clone(), tgt.clone(), padding_mask(src, config.pad_token_id))
 
 
-@functools.cache
-def _stand_in(vocab, d_model, heads, layers, ffn, seed):
-    """A small random MarianMTModel's config and state dict, built once."""
-    marian = standin_marian(vocab, seed=seed, d_model=d_model, heads=heads, layers=layers,
-                            ffn=ffn, max_positions=16)
-    return marian.config, marian.state_dict()
+_standin = functools.cache(standin_marian)  # each small random MarianMTModel built once
 
 
 def _load_cases(g):
     def case(label, vocab, d_model, heads, layers, ffn, seed, lengths):
-        (config, state_dict), pad = _stand_in(vocab, d_model, heads, layers, ffn, seed), vocab - 1
+        marian = _standin(vocab, seed=seed, d_model=d_model, heads=heads, layers=layers, ffn=ffn,
+                          max_positions=16)
+        pad = vocab - 1
         src = torch.full((len(lengths), max(lengths)), pad)
         for row, length in enumerate(lengths):  # real pieces, then </s> (0), then padding
             src[row, :length - 1] = torch.randint(1, pad, (length - 1,), generator=g)
             src[row, length - 1] = 0
         tgt = torch.randint(1, pad, (len(lengths), 4), generator=g)
         tgt[:, 0] = pad  # the decoder starts with the pad id
-        return LoadCase(label, (config, state_dict, src, tgt))
+        return LoadCase(label, (marian.config, marian.state_dict(), src, tgt))
 
     return [case("V=11, d_model=8, 2 heads, 1 layer, a padded batch", 11, 8, 2, 1, 16, 1, [5, 3]),
             case("V=17, d_model=16, 4 heads, 2 layers", 17, 16, 4, 2, 32, 2, [4, 6, 2]),

@@ -1,6 +1,6 @@
 """The classic Transformer bugs the course teaches, by id, and the hint ``check`` prints for each.
 The notebooks' "Common pitfalls" sections show them, the checkers name them, and the README's
-table "The classic bugs" is :func:`readme_table` (``tests/exercises/test_pitfalls.py``)."""
+table "The classic bugs" is generated from them (``tests/exercises/test_pitfalls.py``)."""
 
 # The families of ids, by letter.
 FAMILIES = {"A": "attention", "P": "positional encoding", "E": "embeddings", "H": "heads",
@@ -343,17 +343,3 @@ HINTS: dict[str, str] = {
           "the decoder's self-attention and feed-forward are not the encoder's).",
 }
 
-
-def readme_table() -> str:
-    """The README's table: one row per family (A1-A5, ...), its bugs in order, its notebooks."""
-    rows = ["| id | bug | notebook |", "|---|---|---|"]
-    for letter in FAMILIES:
-        ids = [pid for pid in PITFALLS if pid[0] == letter]
-        bugs = "; ".join(PITFALLS[pid][0] for pid in ids)
-        notebooks = sorted({nb for pid in ids for nb in PITFALLS[pid][1]})
-        rows.append(f"| {ids[0]}-{ids[-1]} | {bugs} | {', '.join(notebooks)} |")
-    return "\n".join(rows)
-
-
-if __name__ == "__main__":
-    print(readme_table())

@@ -7,10 +7,22 @@ import re
 from pathlib import Path
 
 from helpers.exercises import all_exercises
-from helpers.exercises.pitfalls import FAMILIES, PITFALLS, readme_table
+from helpers.exercises.pitfalls import FAMILIES, PITFALLS
 
 ROOT = Path(__file__).resolve().parents[2]
 PITFALL_ID = re.compile(r"\b([" + "".join(FAMILIES) + r"][1-9][0-9]?)\b")
+
+
+def readme_table() -> str:
+    """The README's table "The classic bugs": one row per family (A1-A5, ...), its bugs in
+    order, its notebooks."""
+    rows = ["| id | bug | notebook |", "|---|---|---|"]
+    for letter in FAMILIES:
+        ids = [pid for pid in PITFALLS if pid[0] == letter]
+        bugs = "; ".join(PITFALLS[pid][0] for pid in ids)
+        notebooks = sorted({nb for pid in ids for nb in PITFALLS[pid][1]})
+        rows.append(f"| {ids[0]}-{ids[-1]} | {bugs} | {', '.join(notebooks)} |")
+    return "\n".join(rows)
 
 
 def _notebook_ids() -> dict:

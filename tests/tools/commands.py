@@ -1,11 +1,14 @@
-"""The contributor's commands (``python -m tests.tools``): assets, outputs, retraining."""
+"""The maintainers' commands (``python -m tests.tools``): assets, outputs, retraining."""
 
 import inspect
+import json
 import os
+import re
 import time
 from pathlib import Path
 
-from helpers.course import ASSETS
+from helpers.course import ASSETS, ROOT
+from helpers.tokens import PROSE
 
 
 def write_assets(folder: Path = ASSETS) -> list:
@@ -107,3 +110,19 @@ def retrain_asset(which: str = "translator", path=None, progress: bool = True) -
     save_checkpoint(path or default_path, model, config, corpus.src_vocab, corpus.tgt_vocab,
                     metadata)
     return metadata
+
+
+def write_prose_snapshot() -> None:
+    """Rewrite ``assets/course_prose.txt``: the markdown of notebooks 00-13 without code blocks,
+    formulas and link addresses, one paragraph per line."""
+    paragraphs = []
+    for path in sorted((ROOT / "notebooks").glob("[01][0-9]_*.ipynb")):
+        if int(path.name[:2]) > 13:
+            continue
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            if cell["cell_type"] != "markdown":
+                continue
+            text = re.sub(r"```.*?```|\$\$.*?\$\$", " ", "".join(cell["source"]), flags=re.S)
+            text = re.sub(r"\]\([^)]*\)", "]", text)  # [words](address) -> [words]
+            paragraphs += [" ".join(p.split()) for p in text.split("\n\n") if p.strip()]
+    PROSE.write_text("\n".join(paragraphs) + "\n", encoding="utf-8")
