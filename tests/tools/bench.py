@@ -160,7 +160,7 @@ def bench_tokens(corpus, vocab_size=1000):
     """Item 5: our BPE (learner-style: no cache) vs ``tokenizers`` with the same merges."""
     from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-    from . import tokens
+    from helpers import tokens
 
     texts = [s for pair in corpus.train for s in pair]
     library = Tokenizer(models.BPE(unk_token="<unk>", end_of_word_suffix=tokens.END))
