@@ -139,7 +139,10 @@ def _sent_back(error: BaseException, model) -> BaseException:
     name = type(error).__name__
     kind = getattr(builtins, name, None)
     ok = isinstance(kind, type) and issubclass(kind, (Exception, SystemExit))
-    sent = kind(str(error)) if ok else RuntimeError(f"{name}: {error}")
+    try:  # the builtin type, unless it takes more than a message (UnicodeDecodeError)
+        sent = kind(str(error)) if ok else RuntimeError(f"{name}: {error}")
+    except TypeError:
+        sent = RuntimeError(f"{name}: {error}")
     sent.collective, sent.whole = next(iter(called), None), _raised_by_course(error)
     sent.none_grad = any(p.grad is None for p in model.parameters())
     return sent

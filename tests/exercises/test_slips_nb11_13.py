@@ -1041,3 +1041,19 @@ def test_average_gradients_slips_are_named(run_check):
         (frozen_divided_first, "Skip it, `if p.grad is not None:`"),
         (frozen_flat, "its p.grad is None"),
     ], [averages_with_avg, copies_back])
+
+
+@pytest.mark.parametrize("error, kind", [(ValueError("bad"), ValueError),
+                                         (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"),
+                                          RuntimeError)])
+def test_an_error_of_a_rank_is_sent_back_whatever_its_constructor(error, kind):
+    """A learner's error is rebuilt in its process to be sent back; a builtin type whose
+    constructor takes more than a message (UnicodeDecodeError) comes back as a RuntimeError
+    naming it, instead of failing the rebuild and losing the rank's results."""
+    from helpers.exercises.nb13 import _sent_back
+
+    try:
+        raise error
+    except Exception as raised:  # noqa: BLE001 (any error a learner's function raises)
+        sent = _sent_back(raised, nn.Linear(2, 2))
+    assert type(sent) is kind and type(error).__name__ in f"{type(sent).__name__}: {sent}"
